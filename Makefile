@@ -1,0 +1,49 @@
+# distml-lab — two commands: `make demo` (set up, then the tour) and `make test` (set up, then every check).
+# Everything is installed into .venv by this file; a second run does not reinstall.
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+export OMP_NUM_THREADS ?= 1
+export MPLBACKEND ?= Agg
+
+.PHONY: demo test lint pytest notebooks grade book report clean setup
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade "pip>=23.2"
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m ipykernel install --prefix $(VENV) --name python3 >/dev/null
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/distml-lab report --out report
+
+report: demo
+
+test: $(STAMP) lint pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check simulator backends lab exercises solutions tests benchmarks
+	$(BIN)/mypy simulator
+	$(BIN)/mypy backends lab
+
+pytest: $(STAMP)
+	DISTML_IMPL=solutions $(BIN)/python -m pytest -q tests
+
+notebooks: $(STAMP)
+	DISTML_SMOKE=1 $(BIN)/python -m pytest -q --nbmake notebooks
+
+# Grade your own exercise answers: make grade CH=01
+grade: $(STAMP)
+	@test -n "$(CH)" || { echo "usage: make grade CH=01" >&2; exit 2; }
+	DISTML_IMPL=exercises $(BIN)/python -m pytest -q -m ch$(CH) tests/exercises
+
+book: $(STAMP)
+	$(BIN)/python -m lab.book textbook
+
+clean:
+	rm -rf report textbook/_build textbook/notebooks .pytest_cache .mypy_cache .ruff_cache

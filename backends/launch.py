@@ -1,0 +1,271 @@
+"""Launching ranks: one process per rank, a process group each, nothing left behind.
+
+``spawn(fn, world_size, *args)`` is this project's ``torch.multiprocessing.spawn``: it starts
+one process per rank, gives each a process group with a short timeout, calls ``fn(*args)`` in
+every rank and returns the list of per-rank return values. Rank functions ask
+``torch.distributed`` who they are (``dist.get_rank()``), so the very same functions also run
+under ``torchrun``, which is how a user goes beyond one machine::
+
+    torchrun --standalone --nproc-per-node 2 -m backends.launch \\
+        backends.collectives.point_to_point:ping_pong_demo 1048576
+
+Rendezvous (book ch. 5, "Store and TCPStore"): the parent itself hosts the ``TCPStore`` on a
+port the operating system picks, so two launches never race for a port; each child joins the
+store as a client and builds its process group on it.
+
+Failure handling — the launcher never hangs and never leaves orphans:
+
+* a rank whose function raises reports the exception and traceback; the parent stops every
+  other rank and raises :class:`RankError` naming the rank;
+* a rank that exits without reporting (``os._exit``, a crash, the OOM killer) is noticed by the
+  parent within a fraction of a second and named;
+* process groups carry a short timeout, and the whole launch an optional deadline;
+* every child is reaped (terminated, then killed); children also die with the parent
+  (``PR_SET_PDEATHSIG`` on Linux).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import datetime
+import importlib
+import multiprocessing as mp
+import os
+import queue
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+DEFAULT_TIMEOUT_S = 30.0
+"""Process-group timeout, s: a collective waiting longer than this fails instead of hanging."""
+
+
+class RankError(RuntimeError):
+    """A rank failed. ``rank`` is the failing rank, ``remote_traceback`` its traceback text."""
+
+    def __init__(self, rank: int, message: str, remote_traceback: str = "") -> None:
+        super().__init__(f"rank {rank} {message}"
+                         + (f"\n--- traceback of rank {rank} ---\n{remote_traceback}"
+                            if remote_traceback else ""))
+        self.rank = rank
+        self.remote_traceback = remote_traceback
+
+
+def resolve_backend(backend: str = "auto") -> str:
+    """``auto`` means NCCL when CUDA GPUs are visible, else gloo."""
+    if backend != "auto":
+        return backend
+    import torch
+
+    return "nccl" if torch.cuda.is_available() and torch.cuda.device_count() > 0 else "gloo"
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when its parent dies (no orphans)."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL("libc.so.6", use_errno=True)
+            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+        except OSError:
+            pass
+
+
+def _rank_main(fn: Callable[..., Any], args: tuple[Any, ...], rank: int, world_size: int,
+               backend: str, host: str, port: int, timeout_s: float,
+               results: Any) -> None:
+    """Body of one child process: join the store, build the group, run ``fn``, report."""
+    _die_with_parent()
+    try:
+        import torch.distributed as dist
+
+        if backend == "nccl":
+            import torch
+
+            torch.cuda.set_device(rank % torch.cuda.device_count())
+        timeout = datetime.timedelta(seconds=timeout_s)
+        store = dist.TCPStore(host, port, world_size, is_master=False, timeout=timeout)
+        dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
+                                timeout=timeout)
+        try:
+            value = fn(*args)
+        finally:
+            dist.destroy_process_group()
+        results.put((rank, "ok", value, ""))
+    except BaseException as exc:  # report everything, even KeyboardInterrupt
+        results.put((rank, "error", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+        sys.exit(1)
+
+
+def spawn(fn: Callable[..., Any], world_size: int, *args: Any, backend: str = "auto",
+          timeout: float = DEFAULT_TIMEOUT_S, deadline: float | None = None,
+          env: dict[str, str] | None = None) -> list[Any]:
+    """Run ``fn(*args)`` in ``world_size`` new processes, one per rank; return their values.
+
+    Args:
+        fn: a module-level function (it is pickled by name); it finds its rank with
+            ``torch.distributed.get_rank()``.
+        world_size: number of ranks, at least 1.
+        backend: ``gloo``, ``nccl`` or ``auto`` (NCCL if GPUs are visible).
+        timeout: process-group timeout, s.
+        deadline: give up on the whole launch after this many seconds (``None``: no limit).
+        env: extra environment variables for the children (``OMP_NUM_THREADS`` defaults to 1
+            so ranks sharing cores do not oversubscribe them, as ``torchrun`` does).
+
+    Returns:
+        The return value of each rank, indexed by rank.
+
+    Raises:
+        RankError: naming the first rank that failed, with its traceback.
+        ValueError: for a world size below 1.
+    """
+    if world_size < 1:
+        raise ValueError(f"world size must be at least 1, got {world_size}")
+    import torch.distributed as dist
+
+    backend = resolve_backend(backend)
+    host = "127.0.0.1"
+    store = dist.TCPStore(host, 0, world_size, is_master=True, wait_for_workers=False,
+                          timeout=datetime.timedelta(seconds=timeout))
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    child_env = {"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), **(env or {})}
+    saved = {k: os.environ.get(k) for k in child_env}
+    os.environ.update(child_env)  # spawn children inherit the parent's environment
+    procs = []
+    try:
+        for rank in range(world_size):
+            proc = ctx.Process(
+                target=_rank_main, name=f"distml-rank{rank}", daemon=True,
+                args=(fn, args, rank, world_size, backend, host, store.port, timeout, results))
+            proc.start()
+            procs.append(proc)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    try:
+        return _collect(procs, results, deadline)
+    finally:
+        _reap(procs)
+        results.close()
+        del store
+
+
+_SECONDARY = ("closed by peer", "Connection reset", "Broken pipe", "Socket Timeout",
+              "timed out", "Timed out", "DistBackendError", "DistNetworkError")
+"""Marks of an error that only reports a peer's failure (its socket closed, a timeout)."""
+
+
+def _collect(procs: list[Any], results: Any, deadline: float | None) -> list[Any]:
+    """Gather one report per rank; on failure, name the rank that *caused* it.
+
+    When one rank fails, its peers usually fail too moments later ("connection closed by
+    peer"). So after the first bad news the parent listens a little longer and blames, in
+    order: a rank that died without a word, a rank with an error of its own, the first report.
+    """
+    world_size = len(procs)
+    values: dict[int, Any] = {}
+    errors: list[tuple[int, str, str]] = []
+    dead_since: dict[int, float] = {}
+    end = None if deadline is None else time.monotonic() + deadline
+    failing_since: float | None = None
+    while len(values) + len(errors) < world_size:
+        now = time.monotonic()
+        if failing_since is not None and now - failing_since > 1.0:
+            break
+        try:
+            rank, status, value, tb = results.get(timeout=0.05)
+            if status == "error":
+                errors.append((rank, value, tb))
+                failing_since = failing_since or time.monotonic()
+            else:
+                values[rank] = value
+            continue
+        except queue.Empty:
+            pass
+        reported = set(values) | {r for r, _, _ in errors}
+        for rank, proc in enumerate(procs):
+            if rank not in reported and not proc.is_alive():
+                dead_since.setdefault(rank, now)
+        silent = [r for r, t in dead_since.items() if now - t > 0.5 and r not in reported]
+        if silent and failing_since is None:
+            failing_since = now
+        if end is not None and now > end:
+            missing = sorted(set(range(world_size)) - reported)
+            raise RankError(missing[0], f"did not finish within the {deadline:g} s "
+                            f"deadline (ranks still running: {missing})")
+    reported = set(values) | {r for r, _, _ in errors}
+    silent = sorted(r for r in dead_since if r not in reported)
+    if silent:
+        code = procs[silent[0]].exitcode
+        raise RankError(silent[0], f"exited with code {code} without returning a result")
+    if errors:
+        own = [e for e in errors if not any(mark in e[1] for mark in _SECONDARY)]
+        rank, message, tb = (own or errors)[0]
+        raise RankError(rank, f"failed: {message}", tb)
+    return [values[r] for r in range(world_size)]
+
+
+def _reap(procs: list[Any], grace_s: float = 3.0) -> None:
+    """Wait briefly for children to exit, then terminate, then kill; join them all."""
+    end = time.monotonic() + grace_s
+    for proc in procs:
+        proc.join(timeout=max(0.0, end - time.monotonic()))
+    for proc in procs:
+        if proc.is_alive():
+            proc.terminate()
+    for proc in procs:
+        proc.join(timeout=2.0)
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
+
+
+# ---- torchrun entry point --------------------------------------------------------------------
+
+def init_from_env(timeout: float = DEFAULT_TIMEOUT_S, backend: str = "auto") -> None:
+    """Initialise the default process group from torchrun's environment, with a short timeout."""
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        dist.init_process_group(resolve_backend(backend),
+                                timeout=datetime.timedelta(seconds=timeout))
+
+
+def _load(target: str) -> Callable[..., Any]:
+    module, _, name = target.partition(":")
+    if not name:
+        raise SystemExit(f"error: expected MODULE:FUNCTION, got {target!r}")
+    fn = getattr(importlib.import_module(module), name, None)
+    if not callable(fn):
+        raise SystemExit(f"error: {module} has no function {name!r}")
+    return fn  # type: ignore[no-any-return]
+
+
+def torchrun_main(argv: list[str] | None = None) -> None:
+    """``torchrun ... -m backends.launch MODULE:FUNCTION [ARG ...]``: run one rank function.
+
+    Integer-looking arguments are passed as ints. Each rank prints ``rank R: <return value>``.
+    """
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv:
+        raise SystemExit("usage: torchrun ... -m backends.launch MODULE:FUNCTION [ARG ...]")
+    import torch.distributed as dist
+
+    fn = _load(argv[0])
+    args = [int(a) if a.lstrip("-").isdigit() else a for a in argv[1:]]
+    init_from_env()
+    try:
+        value = fn(*args)
+        print(f"rank {dist.get_rank()}: {value}", flush=True)
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    torchrun_main()

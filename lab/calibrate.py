@@ -1,0 +1,120 @@
+"""Calibration: measure this machine's primitives and write the simulator's calibration file.
+
+Only primitives are measured (DESIGN.md, "The lab"):
+
+* **point-to-point** — a ping-pong sweep between ranks 0 and 1 over message sizes; the one-way
+  time ``t(n)`` is half the round trip, and α, β come from a least-squares fit of
+  ``t(n) = α + n·β`` that minimises *relative* error (so 1 KiB and 64 MiB points count alike);
+  the fit's residuals are stored beside it;
+* **reduction** (γ) — ``a.add_(b)`` on float32 buffers, in every rank at once;
+* **copy** — ``dst.copy_(src)``, in every rank at once;
+* **compute** — a float32 matmul, in every rank at once (FLOP/s per rank).
+
+Rates are measured with all ``world_size`` ranks running together, so on a 2-core laptop with
+4 ranks the cores' contention is in the numbers. Every algorithm's prediction is derived from
+these; none is ever fitted to the algorithm it predicts.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from simulator.core.calibration import CalibrationEntry, save_entry, this_host
+
+DEFAULT_SIZES = tuple(2**k for k in range(10, 27))  # 1 KiB … 64 MiB, ×2
+QUICK_SIZES = tuple(2**k for k in range(10, 27, 2))  # 1 KiB … 64 MiB, ×4
+
+
+@dataclass(frozen=True)
+class Fit:
+    """``t(n) = α + n·β`` fitted to measurements."""
+
+    alpha_s: float
+    beta_s_per_B: float
+    rel_residuals: tuple[float, ...]
+
+    @property
+    def bandwidth_Bps(self) -> float:
+        """1/β, bytes/s."""
+        return 1.0 / self.beta_s_per_B
+
+
+def fit_alpha_beta(sizes: Sequence[float], times_s: Sequence[float]) -> Fit:
+    """Least-squares fit of ``t = α + n·β`` minimising the sum of squared *relative* errors.
+
+    Dividing each equation ``α + n_i·β = t_i`` by ``t_i`` gives the linear system
+    ``α/t_i + β·n_i/t_i = 1``, solved by ordinary least squares. α is kept ≥ 0 (refitting β
+    alone if the unconstrained α comes out negative).
+    """
+    n = np.asarray(sizes, dtype=float)
+    t = np.asarray(times_s, dtype=float)
+    if n.shape != t.shape or n.size < 2:
+        raise ValueError("need at least two (size, time) points of equal count")
+    if np.any(t <= 0):
+        raise ValueError("times must be positive")
+    a = np.stack([1 / t, n / t], axis=1)
+    (alpha, beta), *_ = np.linalg.lstsq(a, np.ones_like(t), rcond=None)
+    if alpha < 0:
+        alpha = 0.0
+        beta = float(np.sum(n / t) / np.sum((n / t) ** 2))
+    if beta <= 0:
+        raise ValueError("the fitted bandwidth is not positive: are the times increasing?")
+    residuals = tuple(float(x) for x in (alpha + n * beta - t) / t)
+    return Fit(float(alpha), float(beta), residuals)
+
+
+def measure_primitives(sizes: Sequence[int], repeats: int) -> dict[str, object]:
+    """Rank function (run under :func:`backends.launch.spawn`): every primitive, measured."""
+    import torch
+    import torch.distributed as dist
+
+    from backends.collectives.point_to_point import ping_pong
+    from backends.measure import measure, measure_many
+
+    world = dist.get_world_size()
+    bufs = [torch.zeros(nbytes, dtype=torch.uint8) for nbytes in sizes]
+    timings = measure_many([lambda b=buf: ping_pong(b) for buf in bufs], repeats=repeats)
+    p2p = [t.median_s / 2 for t in timings]
+
+    elems = 4 * 2**20  # 16 MiB of float32: larger than the caches, like a gradient bucket
+    a, b = torch.rand(elems), torch.rand(elems)
+    reduce_s = measure(lambda: a.add_(b), repeats=repeats).median_s
+    copy_s = measure(lambda: a.copy_(b), repeats=repeats).median_s
+    m = 256
+    x, y = torch.rand(m, m), torch.rand(m, m)
+    mm_s = measure(lambda: torch.mm(x, y), repeats=repeats).median_s
+    return {"world_size": world, "p2p_times_s": p2p, "reduce_Bps": 4 * elems / reduce_s,
+            "memcpy_Bps": 4 * elems / copy_s, "flops_per_s": 2 * m**3 / mm_s,
+            "torch_version": torch.__version__}
+
+
+def calibrate(world_size: int = 2, backend: str = "gloo", sizes: Sequence[int] = DEFAULT_SIZES,
+              repeats: int = 40, path: str | os.PathLike[str] | None = None,
+              timeout: float = 60.0) -> CalibrationEntry:
+    """Measure the primitives with ``world_size`` ranks, save and return the entry."""
+    from backends.launch import spawn
+
+    if world_size < 2:
+        raise ValueError(f"calibration needs at least 2 ranks (a ping-pong), got {world_size}")
+    sizes = sorted(set(sizes))
+    if len(sizes) < 2:
+        raise ValueError("calibration needs at least two message sizes to fit α and β")
+    result = spawn(measure_primitives, world_size, sizes, repeats, backend=backend,
+                   timeout=timeout)[0]
+    fit = fit_alpha_beta(sizes, result["p2p_times_s"])
+    entry = CalibrationEntry(
+        host=this_host(), backend=backend, world_size=world_size,
+        latency_s=fit.alpha_s, bandwidth_Bps=fit.bandwidth_Bps,
+        reduce_Bps=float(result["reduce_Bps"]), memcpy_Bps=float(result["memcpy_Bps"]),
+        flops_per_s=float(result["flops_per_s"]), cores=os.cpu_count() or 1,
+        p2p_sizes=list(sizes), p2p_times_s=list(result["p2p_times_s"]),
+        fit_rel_residuals=list(fit.rel_residuals),
+        created=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        torch_version=str(result["torch_version"]))
+    save_entry(entry, path)
+    return entry

@@ -1,0 +1,258 @@
+"""``distml-lab``: the command line of the lab.
+
+    distml-lab list [--json]
+    distml-lab calibrate [--world 2,4] [--backend gloo] [--quick] [--json]
+    distml-lab simulate TWIN [--world 2,4] [--sizes 64KiB:64MiB] [--cluster local|a100|…] [--json]
+    distml-lab run TWIN [--world 2] [--sizes …] [--repeats R] [--json]
+    distml-lab compare TWIN [--world 2,4] [--sizes …] [--repeats R] [--out DIR] [--json]
+    distml-lab report [--out report] [--quick]
+
+Bad input gets one line on stderr and exit status 2, never a traceback; long work shows
+progress on stderr; ``--json`` prints one JSON document on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+from lab.units import UsageError, format_size, parse_sizes, parse_worlds
+
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (no usage dump), exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+def _common(p: argparse.ArgumentParser, sweep: bool = True, repeats: bool = False) -> None:
+    if sweep:
+        p.add_argument("twin", help="twin name (see 'distml-lab list')")
+        p.add_argument("--world", help="world sizes, e.g. 2,4 (default: the twin's sweep)")
+        p.add_argument("--sizes", help="message sizes: 64KiB:64MiB (×2 steps), 64KiB:64MiB:x4, "
+                       "or 1KiB,1MiB (default: the twin's sweep)")
+        p.add_argument("--quick", action="store_true", help="the twin's short sweep")
+    if repeats:
+        p.add_argument("--repeats", type=int, default=20, help="timed repeats per point")
+        p.add_argument("--backend", default="gloo", choices=["gloo", "nccl"])
+    p.add_argument("--calibration", help="calibration file (default: $DISTML_CALIBRATION or "
+                   "~/.cache/distml-lab/calibration.json)")
+    p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (exposed for the docs and tests)."""
+    parser = _Parser(prog="distml-lab", description="Distributed ML, predicted and measured.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    p = sub.add_parser("list", help="the registered twins")
+    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("calibrate", help="measure this machine's primitives")
+    p.add_argument("--world", default="2", help="world sizes to calibrate, e.g. 2,3,4")
+    p.add_argument("--backend", default="gloo", choices=["gloo", "nccl"])
+    p.add_argument("--quick", action="store_true", help="fewer sizes and repeats")
+    _common(p, sweep=False)
+    p = sub.add_parser("simulate", help="predict with the simulated twin")
+    _common(p)
+    p.add_argument("--cluster", default="local", help="local (calibrated) or a preset: "
+                   "a100, h100, ethernet-10g")
+    p = sub.add_parser("run", help="measure the real twin")
+    _common(p, repeats=True)
+    p = sub.add_parser("compare", help="predict and measure, side by side")
+    _common(p, repeats=True)
+    p.add_argument("--out", help="also write CSV, JSON and a plot into this folder")
+    p = sub.add_parser("report", help="the tour: calibrate, compare every twin, write a report")
+    p.add_argument("--out", default="report", help="output folder (default: report)")
+    p.add_argument("--quick", action="store_true", help="shortest sweeps (smoke test)")
+    p.add_argument("--calibration", help="calibration file")
+    return parser
+
+
+def _sweep(args: argparse.Namespace) -> tuple[Any, list[int], list[int]]:
+    from lab.twins import get_twin
+
+    try:
+        twin = get_twin(args.twin)
+    except KeyError as exc:
+        raise UsageError(exc.args[0]) from None
+    worlds = parse_worlds(args.world) if args.world else list(
+        twin.quick_worlds if args.quick else twin.worlds)
+    sizes = parse_sizes(args.sizes) if args.sizes else list(
+        twin.quick_sizes if args.quick else twin.sizes)
+    for world in worlds:
+        if world < twin.min_world:
+            raise UsageError(f"{twin.name} needs a world of at least {twin.min_world} ranks, "
+                             f"got {world}")
+    if getattr(args, "repeats", 1) < 1:
+        raise UsageError(f"invalid --repeats {args.repeats}: must be at least 1")
+    return twin, worlds, sizes
+
+
+def _emit(args: argparse.Namespace, doc: Any, table: list[dict[str, Any]],
+          columns: Sequence[tuple[str, str]]) -> None:
+    if args.json:
+        print(json.dumps(doc, indent=2))
+        return
+    print(format_table(table, columns))
+
+
+def format_table(rows: list[dict[str, Any]], columns: Sequence[tuple[str, str]]) -> str:
+    """A fixed-width text table; ``columns`` are (key, header). Times print in µs."""
+
+    def cell(key: str, value: Any) -> str:
+        if value is None:
+            return "-"
+        if key == "bytes":
+            return format_size(value)
+        if key.endswith("_s"):
+            return f"{value * 1e6:.1f}"
+        if key == "rel_error":
+            return f"{value:+.1%}"
+        if isinstance(value, float):
+            return f"{value:.4g}"
+        return str(value)
+
+    headers = [h for _, h in columns]
+    body = [[cell(k, row.get(k)) for k, _ in columns] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in body)) if body else len(h)
+              for i, h in enumerate(headers)]
+    lines = ["  ".join(h.rjust(w) for h, w in zip(headers, widths, strict=True))]
+    lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in body]
+    return "\n".join(lines)
+
+
+def cmd_list(args: argparse.Namespace) -> None:
+    """``distml-lab list``."""
+    from lab.twins import all_twins
+
+    rows = [t.describe() for t in all_twins()]
+    if args.json:
+        print(json.dumps({"twins": rows}, indent=2))
+        return
+    for t in rows:
+        print(f"{t['name']:<14} ch {t['chapter']:<5} {t['summary']}")
+
+
+def cmd_calibrate(args: argparse.Namespace) -> None:
+    """``distml-lab calibrate``."""
+    from lab.calibrate import QUICK_SIZES, calibrate
+
+    worlds = parse_worlds(args.world)
+    if any(w < 2 for w in worlds):
+        raise UsageError("calibration needs a world of at least 2 ranks (a ping-pong)")
+    entries = []
+    for world in worlds:
+        print(f"calibrating {args.backend} with {world} ranks ...", file=sys.stderr)
+        kw: dict[str, Any] = {"sizes": QUICK_SIZES, "repeats": 15} if args.quick else {}
+        entry = calibrate(world, args.backend, path=args.calibration, **kw)
+        entries.append(entry)
+    if args.json:
+        from dataclasses import asdict
+
+        print(json.dumps({"entries": [asdict(e) for e in entries]}, indent=2))
+        return
+    for e in entries:
+        worst = max((abs(r) for r in e.fit_rel_residuals), default=0.0)
+        print(f"{e.key}: α = {e.latency_s * 1e6:.1f} µs, B = {e.bandwidth_Bps / 1e9:.2f} GB/s"
+              f" (fit residuals ≤ {worst:.0%}), reduce {e.reduce_Bps / 1e9:.2f} GB/s, "
+              f"copy {e.memcpy_Bps / 1e9:.2f} GB/s, matmul {e.flops_per_s / 1e9:.1f} GFLOP/s")
+
+
+def cmd_simulate(args: argparse.Namespace) -> None:
+    """``distml-lab simulate``."""
+    from lab.compare import predict
+    from simulator.core.hardware import PRESETS
+
+    twin, worlds, sizes = _sweep(args)
+    if args.cluster != "local" and args.cluster not in PRESETS:
+        raise UsageError(f"unknown cluster {args.cluster!r}; choose local or one of "
+                         f"{', '.join(sorted(PRESETS))}")
+    rows = [row for world in worlds
+            for row in predict(twin, world, sizes, args.cluster, args.calibration)]
+    _emit(args, {"records": rows}, rows, [("world", "world"), ("bytes", "size"),
+          ("predicted_s", "predicted(us)"), ("closed_form_s", "closed form(us)")])
+
+
+def cmd_run(args: argparse.Namespace) -> None:
+    """``distml-lab run``."""
+    from lab.compare import run_real
+
+    twin, worlds, sizes = _sweep(args)
+    rows = []
+    for world in worlds:
+        for nbytes, t in zip(sizes, run_real(twin, world, sizes, args.repeats, args.backend),
+                             strict=True):
+            rows.append({"twin": twin.name, "world": world, "bytes": nbytes,
+                         "measured_median_s": t["median_s"], "measured_p10_s": t["p10_s"],
+                         "measured_p90_s": t["p90_s"]})
+    _emit(args, {"records": rows}, rows, [("world", "world"), ("bytes", "size"),
+          ("measured_median_s", "median(us)"), ("measured_p10_s", "p10(us)"),
+          ("measured_p90_s", "p90(us)")])
+
+
+def cmd_compare(args: argparse.Namespace) -> None:
+    """``distml-lab compare``."""
+    from lab.compare import (compare, ensure_calibrated, median_abs_error, records_as_dicts,
+                             write_csv, write_json)
+
+    twin, worlds, sizes = _sweep(args)
+    ensure_calibrated(worlds, args.backend, args.calibration,
+                      log=lambda m: print(m, file=sys.stderr))
+    records = compare(twin, worlds, sizes, args.repeats, args.calibration, args.backend)
+    rows = records_as_dicts(records)
+    if args.out:
+        from lab.plots import plot_compare
+
+        out = Path(args.out)
+        write_csv(rows, out / f"{twin.name}.csv")
+        write_json({"records": rows}, out / f"{twin.name}.json")
+        plot_compare(records, out / f"{twin.name}.png")
+    _emit(args, {"records": rows, "median_abs_rel_error": median_abs_error(records)}, rows,
+          [("world", "world"), ("bytes", "size"), ("predicted_s", "predicted(us)"),
+           ("measured_median_s", "measured(us)"), ("measured_p10_s", "p10(us)"),
+           ("measured_p90_s", "p90(us)"), ("rel_error", "error")])
+    if not args.json:
+        print(f"median |relative error|: {median_abs_error(records):.1%}")
+
+
+def cmd_report(args: argparse.Namespace) -> None:
+    """``distml-lab report``: the tour."""
+    from lab.report import build_report
+
+    path = build_report(Path(args.out), quick=args.quick, calibration=args.calibration,
+                        log=lambda m: print(m, file=sys.stderr))
+    print(f"report written to {path}")
+
+
+COMMANDS = {"list": cmd_list, "calibrate": cmd_calibrate, "simulate": cmd_simulate,
+            "run": cmd_run, "compare": cmd_compare, "report": cmd_report}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit status (2 for bad input, 1 for a failed run)."""
+    from backends.launch import RankError
+    from simulator.core.calibration import CalibrationError
+
+    try:
+        args = build_parser().parse_args(argv)
+        COMMANDS[args.command](args)
+    except (UsageError, CalibrationError, ValueError) as exc:
+        print(f"distml-lab: error: {exc}".splitlines()[0], file=sys.stderr)
+        return EXIT_USAGE
+    except RankError as exc:
+        print(f"distml-lab: {exc}", file=sys.stderr)  # names the rank, then its traceback
+        return 1
+    except KeyboardInterrupt:
+        print("distml-lab: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,202 @@
+"""Prediction beside measurement: run both twins over a sweep and tabulate the error.
+
+For each (world size, message size) point:
+
+* **predicted_s** — the simulated twin on the calibrated local cluster
+  (:meth:`simulator.core.Cluster.local`), whose parameters were measured on primitives only;
+* **closed_form_s** — the textbook formula with the same α and β, where one exists;
+* **measured_median_s / p10 / p90** — the real twin on real processes
+  (:func:`backends.measure.measure`), barrier-aligned repeats;
+* **rel_error** — (predicted − measured median) / measured median.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import statistics
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from lab.twins import Twin, get_twin
+from simulator.core.calibration import CalibrationError, find_entry
+from simulator.core.engine import Trace
+from simulator.core.hardware import Cluster, preset
+
+
+@dataclass(frozen=True)
+class Record:
+    """One point of a comparison (times in s, sizes in bytes)."""
+
+    twin: str
+    world: int
+    bytes: int
+    predicted_s: float
+    measured_median_s: float
+    measured_p10_s: float
+    measured_p90_s: float
+    rel_error: float
+    closed_form_s: float | None = None
+    cluster: str = "local"
+
+
+def closed_form(twin: Twin, cluster: Cluster, nbytes: int) -> float | None:
+    """The twin's formula with the cluster's rank 0 → 1 path α and β (None if it has none)."""
+    if twin.closed_form is None or cluster.world_size < 2:
+        return None
+    topo = cluster.topology
+    alpha = topo.path_latency_s(0, 1)
+    beta = 1.0 / topo.path_bandwidth_Bps(0, 1)
+    return twin.closed_form(cluster.world_size, nbytes, alpha, beta)
+
+
+def predict(twin: Twin, world: int, sizes: Sequence[int], cluster: str = "local",
+            calibration: str | Path | None = None, backend: str = "gloo"
+            ) -> list[dict[str, Any]]:
+    """Simulated time (and closed form) of each size at one world size."""
+    _check_world(twin, world)
+    machine = preset(cluster, world, calibration, backend)
+    rows = []
+    for nbytes in sizes:
+        result = twin.simulate(machine, nbytes)
+        rows.append({"twin": twin.name, "world": world, "bytes": nbytes,
+                     "predicted_s": result.makespan_s,
+                     "closed_form_s": closed_form(twin, machine, nbytes),
+                     "cluster": cluster})
+    return rows
+
+
+def _check_world(twin: Twin, world: int) -> None:
+    if world < twin.min_world:
+        raise ValueError(f"{twin.name} needs a world of at least {twin.min_world} ranks, "
+                         f"got {world}")
+
+
+# ---- the real side ------------------------------------------------------------------------
+
+def measure_twin(name: str, sizes: Sequence[int], repeats: int) -> list[dict[str, Any]]:
+    """Rank function: check the real twin against PyTorch once, then time each size."""
+    from backends.measure import measure_many
+
+    twin = get_twin(name)
+    twin.check(min(sizes, default=0))
+    steps = [twin.real_step(nbytes, None) for nbytes in sizes]
+    return [t.as_dict() for t in measure_many(steps, repeats=repeats)]
+
+
+def trace_twin(name: str, nbytes: int) -> list[dict[str, Any]]:
+    """Rank function: one warm run, then one traced run; every rank's spans."""
+    import torch.distributed as dist
+
+    from backends.trace import Tracer
+
+    twin = get_twin(name)
+    tracer = Tracer()
+    step = twin.real_step(nbytes, tracer)
+    step()
+    dist.barrier()
+    tracer.trace.spans.clear()
+    step()
+    return tracer.gather().to_records()
+
+
+def run_real(twin: Twin, world: int, sizes: Sequence[int], repeats: int = 10,
+             backend: str = "gloo", timeout: float = 60.0) -> list[dict[str, Any]]:
+    """Measured timings of each size at one world size (one launch for the whole sweep)."""
+    from backends.launch import spawn
+
+    _check_world(twin, world)
+    return spawn(measure_twin, world, twin.name, list(sizes), repeats, backend=backend,  # type: ignore[no-any-return]
+                 timeout=timeout)[0]
+
+
+def measured_trace(twin: Twin, world: int, nbytes: int, backend: str = "gloo") -> Trace:
+    """A real run's timeline, shifted to start at 0."""
+    from backends.launch import spawn
+
+    records = spawn(trace_twin, world, twin.name, nbytes, backend=backend)[0]
+    return Trace.from_records(records).shifted()
+
+
+def ensure_calibrated(worlds: Sequence[int], backend: str = "gloo",
+                      calibration: str | Path | None = None, quick: bool = False,
+                      log: Callable[[str], None] | None = None) -> None:
+    """Calibrate each world size that has no entry yet (one-off, some seconds each)."""
+    from lab.calibrate import QUICK_SIZES, calibrate
+
+    for world in sorted(set(worlds)):
+        try:
+            find_entry(max(world, 2), backend, path=calibration)
+        except CalibrationError:
+            if log:
+                log(f"calibrating world {max(world, 2)} first (one-off) ...")
+            kwargs = {"sizes": QUICK_SIZES} if quick else {}
+            calibrate(max(world, 2), backend, path=calibration, **kwargs)  # type: ignore[arg-type]
+
+
+def compare(twin: Twin, worlds: Sequence[int], sizes: Sequence[int], repeats: int = 10,
+            calibration: str | Path | None = None, backend: str = "gloo",
+            progress: bool = True) -> list[Record]:
+    """Predict and measure every point; one launch per world size."""
+    from tqdm import tqdm
+
+    for world in worlds:
+        _check_world(twin, world)
+    records: list[Record] = []
+    bar = tqdm(total=len(worlds) * len(sizes), desc=f"compare {twin.name}", unit="point",
+               file=sys.stderr, disable=None if progress else True, leave=False)
+    try:
+        for world in worlds:
+            predicted = predict(twin, world, sizes, "local", calibration, backend)
+            measured = run_real(twin, world, sizes, repeats, backend)
+            for pred, meas in zip(predicted, measured, strict=True):
+                records.append(Record(
+                    twin=twin.name, world=world, bytes=pred["bytes"],
+                    predicted_s=pred["predicted_s"], measured_median_s=meas["median_s"],
+                    measured_p10_s=meas["p10_s"], measured_p90_s=meas["p90_s"],
+                    rel_error=(pred["predicted_s"] - meas["median_s"]) / meas["median_s"],
+                    closed_form_s=pred["closed_form_s"]))
+                bar.update(1)
+    finally:
+        bar.close()
+    return records
+
+
+def median_abs_error(records: Sequence[Record]) -> float:
+    """Median over points of |rel_error| (NaN for no points)."""
+    if not records:
+        return math.nan
+    return statistics.median(abs(r.rel_error) for r in records)
+
+
+# ---- writing ----------------------------------------------------------------------------------
+
+def write_csv(rows: Sequence[dict[str, Any]], path: Path) -> Path:
+    """Rows of dicts as CSV, written atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", newline="") as fh:
+        if rows:
+            writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    tmp.replace(path)
+    return path
+
+
+def write_json(doc: Any, path: Path) -> Path:
+    """A JSON document, written atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=2))
+    tmp.replace(path)
+    return path
+
+
+def records_as_dicts(records: Sequence[Record]) -> list[dict[str, Any]]:
+    """Records as plain dicts, in the ``--json`` field order."""
+    return [asdict(r) for r in records]

@@ -1,0 +1,97 @@
+"""Plots: prediction beside measurement, and predicted beside measured timelines.
+
+Matplotlib only (with no display it draws off-screen, so CI and SSH work); each function
+writes a PNG when given a path and returns the figure for notebooks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
+
+from lab.units import format_size
+from simulator.core.engine import Trace
+
+KIND_COLOURS = {"send": "tab:blue", "recv": "tab:orange", "compute": "tab:green",
+                "reduce": "tab:red", "memcpy": "tab:purple", "wait": "tab:gray",
+                "step": "tab:olive"}
+
+
+def _save(fig: Figure, path: str | Path | None) -> Figure:
+    if path is not None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.stem + ".tmp" + path.suffix)
+        fig.savefig(tmp, dpi=110, bbox_inches="tight")
+        tmp.replace(path)
+    return fig
+
+
+def plot_compare(records: Sequence[Any], path: str | Path | None = None,
+                 title: str | None = None) -> Figure:
+    """Time vs message size, log-log: predicted line, measured median with its p10–p90 band.
+
+    ``records`` are :class:`lab.compare.Record` (or dicts with the same fields).
+    """
+    rows = [r if isinstance(r, dict) else r.__dict__ for r in records]
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for i, world in enumerate(sorted({r["world"] for r in rows})):
+        pts = sorted((r for r in rows if r["world"] == world), key=lambda r: r["bytes"])
+        x = [r["bytes"] for r in pts]
+        colour = f"C{i}"
+        ax.plot(x, [r["predicted_s"] for r in pts], "-", color=colour,
+                label=f"predicted, p={world}")
+        ax.plot(x, [r["measured_median_s"] for r in pts], "o", color=colour,
+                label=f"measured median, p={world}")
+        ax.fill_between(x, [r["measured_p10_s"] for r in pts],
+                        [r["measured_p90_s"] for r in pts], color=colour, alpha=0.15)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ticks = sorted({r["bytes"] for r in rows})
+    ax.set_xticks(ticks[:: max(1, len(ticks) // 6)])
+    ax.set_xticklabels([format_size(t) for t in ticks[:: max(1, len(ticks) // 6)]])
+    ax.set_xlabel("message size")
+    ax.set_ylabel("time (s)")
+    ax.set_title(title or f"{rows[0]['twin']}: predicted vs measured (band: p10–p90)"
+                 if rows else "no data")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def _draw_timeline(ax: Any, trace: Trace, title: str) -> None:
+    ranks = sorted({s.rank for s in trace})
+    for s in trace:
+        ax.barh(s.rank, max(s.duration, 1e-9), left=s.start, height=0.6,
+                color=KIND_COLOURS.get(s.kind, "tab:cyan"), edgecolor="black", linewidth=0.3)
+    ax.set_yticks(ranks)
+    ax.set_yticklabels([f"rank {r}" for r in ranks])
+    ax.invert_yaxis()
+    ax.set_title(title)
+    ax.set_xlabel("time (s)")
+
+
+def plot_timelines(predicted: Trace, measured: Trace | None = None,
+                   path: str | Path | None = None, title: str = "") -> Figure:
+    """Predicted (and measured) timelines, one row per rank, one bar per span.
+
+    Both traces share one time axis, so a longer measured bar is visibly longer.
+    """
+    panels = 2 if measured is not None else 1
+    fig, axes = plt.subplots(panels, 1, figsize=(7.5, 1.2 + 1.6 * panels), sharex=True,
+                             squeeze=False)
+    _draw_timeline(axes[0][0], predicted.shifted(), f"predicted {title}".strip())
+    if measured is not None:
+        _draw_timeline(axes[1][0], measured.shifted(), f"measured {title}".strip())
+    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in KIND_COLOURS.values()]
+    kinds = {s.kind for s in predicted} | ({s.kind for s in measured} if measured else set())
+    shown = [(h, k) for h, k in zip(handles, KIND_COLOURS, strict=True) if k in kinds]
+    if shown:
+        fig.legend([h for h, _ in shown], [k for _, k in shown], loc="upper right",
+                   fontsize=8)
+    fig.tight_layout()
+    return _save(fig, path)

@@ -1,0 +1,90 @@
+"""The twin registry: each algorithm's simulated twin, real twin and default sweeps, by name.
+
+A :class:`Twin` ties together
+
+* ``simulate(cluster, nbytes)`` — runs the SimPy rank program, returns a ``SimResult``;
+* ``closed_form(world, nbytes, alpha_s, beta_s_per_B)`` — the textbook formula, where one
+  exists;
+* ``real_step(nbytes, tracer)`` — *inside a rank* of a real process group, allocates the
+  buffers and returns a zero-argument function that runs the algorithm once;
+* ``check(nbytes)`` — *inside a rank*: runs the algorithm once and compares its result with
+  PyTorch's built-in equivalent (raises if they differ);
+* the default and quick sweeps (world sizes and message sizes, bytes).
+
+``distml-lab list`` prints the registry. Chapters add their twins with :func:`register`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from simulator.core.comm import SimResult, run_spmd
+from simulator.core.hardware import Cluster
+
+KiB, MiB = 2**10, 2**20
+
+
+@dataclass(frozen=True)
+class Twin:
+    """A simulated twin and a real twin of one algorithm, and how to sweep them."""
+
+    name: str
+    chapter: str
+    summary: str
+    simulate: Callable[[Cluster, int], SimResult]
+    real_step: Callable[[int, Any], Callable[[], None]]
+    check: Callable[[int], None]
+    closed_form: Callable[[int, int, float, float], float] | None = None
+    worlds: tuple[int, ...] = (2,)
+    sizes: tuple[int, ...] = tuple(2**k for k in range(16, 27))
+    quick_worlds: tuple[int, ...] = (2,)
+    quick_sizes: tuple[int, ...] = (64 * KiB, 1 * MiB, 16 * MiB)
+    min_world: int = 1
+
+    def describe(self) -> dict[str, Any]:
+        """A plain-dict summary (``distml-lab list --json``)."""
+        return {"name": self.name, "chapter": self.chapter, "summary": self.summary,
+                "closed_form": self.closed_form is not None, "min_world": self.min_world,
+                "worlds": list(self.worlds), "sizes": list(self.sizes),
+                "quick_worlds": list(self.quick_worlds), "quick_sizes": list(self.quick_sizes)}
+
+
+TWINS: dict[str, Twin] = {}
+
+
+def register(twin: Twin) -> Twin:
+    """Add a twin to the registry (names are unique)."""
+    if twin.name in TWINS:
+        raise ValueError(f"twin {twin.name!r} is registered twice")
+    TWINS[twin.name] = twin
+    return twin
+
+
+def get_twin(name: str) -> Twin:
+    """A twin by name, or ``KeyError`` listing the names there are."""
+    _load_all()
+    if name not in TWINS:
+        raise KeyError(f"unknown twin {name!r}; choose one of {', '.join(sorted(TWINS))}")
+    return TWINS[name]
+
+
+def all_twins() -> list[Twin]:
+    """Every registered twin, in registration order."""
+    _load_all()
+    return list(TWINS.values())
+
+
+def _load_all() -> None:
+    """Import the modules that register twins (once)."""
+    from lab import twins_p2p  # noqa: F401
+
+
+def spmd(program: Callable[..., Any], **kwargs: Any) -> Callable[[Cluster, int], SimResult]:
+    """``simulate`` for a rank program taking ``(comm, nbytes, **kwargs)``."""
+
+    def simulate(cluster: Cluster, nbytes: int) -> SimResult:
+        return run_spmd(cluster, program, nbytes, **kwargs)
+
+    return simulate

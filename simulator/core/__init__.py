@@ -1,0 +1,31 @@
+"""The simulator's core: trace, network, hardware, calibration file, and SimComm.
+
+Read in this order: :mod:`~simulator.core.network` (links, contention, topologies),
+:mod:`~simulator.core.hardware` (devices, clusters, presets), :mod:`~simulator.core.comm`
+(rank programs and ``run_spmd``), :mod:`~simulator.core.engine` (the trace).
+"""
+
+from simulator.core.calibration import CalibrationEntry, CalibrationError
+from simulator.core.comm import SimComm, SimDeadlock, SimResult, SimWork, run_spmd
+from simulator.core.engine import Span, Trace
+from simulator.core.hardware import PRESETS, Cluster, Device, preset
+from simulator.core.network import Link, Network, Topology
+
+__all__ = [
+    "PRESETS",
+    "CalibrationEntry",
+    "CalibrationError",
+    "Cluster",
+    "Device",
+    "Link",
+    "Network",
+    "SimComm",
+    "SimDeadlock",
+    "SimResult",
+    "SimWork",
+    "Span",
+    "Topology",
+    "Trace",
+    "preset",
+    "run_spmd",
+]

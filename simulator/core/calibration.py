@@ -1,0 +1,133 @@
+"""The calibration file: this machine's primitives, measured, as the simulator reads them.
+
+``distml-lab calibrate`` (in :mod:`lab.calibrate`) measures point-to-point latency α and
+bandwidth B (a ping-pong sweep, fitted), the local reduction rate (γ = 1/rate), the copy rate and
+the compute rate with the real backend, and stores one :class:`CalibrationEntry` per
+``(host, backend, world size)`` in a JSON file. :meth:`simulator.core.hardware.Cluster.local`
+builds the simulated twin of the machine from it. Only primitives are stored: no algorithm's
+prediction is ever fitted to that algorithm's own measurements.
+
+The file lives at ``$DISTML_CALIBRATION`` or, by default, ``~/.cache/distml-lab/calibration.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+
+class CalibrationError(Exception):
+    """The calibration file is missing, unreadable, or has no entry for what was asked."""
+
+
+@dataclass(frozen=True)
+class CalibrationEntry:
+    """The measured primitives of one machine, backend and world size.
+
+    Attributes:
+        host: host name the measurement ran on.
+        backend: ``gloo`` or ``nccl``.
+        world_size: ranks running at once while measuring (contention for cores included).
+        latency_s: α of the fitted point-to-point model, s.
+        bandwidth_Bps: B of the fitted point-to-point model, bytes/s.
+        reduce_Bps: elementwise float32 sum, bytes of output per second (γ = 1/reduce_Bps).
+        memcpy_Bps: tensor copy, bytes per second.
+        flops_per_s: float32 matmul, FLOP/s per rank.
+        cores: CPU cores of the host.
+        p2p_sizes: the ping-pong sizes measured, bytes.
+        p2p_times_s: median one-way time at each size, s.
+        fit_rel_residuals: (fit − measured)/measured at each size.
+        created: ISO time of the measurement.
+        torch_version: the PyTorch that measured it.
+    """
+
+    host: str
+    backend: str
+    world_size: int
+    latency_s: float
+    bandwidth_Bps: float
+    reduce_Bps: float
+    memcpy_Bps: float
+    flops_per_s: float
+    cores: int = 1
+    p2p_sizes: list[int] = field(default_factory=list)
+    p2p_times_s: list[float] = field(default_factory=list)
+    fit_rel_residuals: list[float] = field(default_factory=list)
+    created: str = ""
+    torch_version: str = ""
+
+    @property
+    def key(self) -> str:
+        """The entry's key in the file: ``host/backend/world``."""
+        return entry_key(self.host, self.backend, self.world_size)
+
+
+def entry_key(host: str, backend: str, world_size: int) -> str:
+    """``host/backend/world`` — the key of one entry."""
+    return f"{host}/{backend}/{world_size}"
+
+
+def this_host() -> str:
+    """The host name calibration entries are keyed by."""
+    return socket.gethostname()
+
+
+def default_calibration_path() -> Path:
+    """``$DISTML_CALIBRATION`` or ``~/.cache/distml-lab/calibration.json``."""
+    env = os.environ.get("DISTML_CALIBRATION")
+    if env:
+        return Path(env)
+    return Path.home() / ".cache" / "distml-lab" / "calibration.json"
+
+
+def load_calibration(path: str | Path | None = None) -> dict[str, CalibrationEntry]:
+    """Every entry of a calibration file, by key. A missing file is an empty dict."""
+    path = Path(path) if path is not None else default_calibration_path()
+    if not path.exists():
+        return {}
+    try:
+        doc = json.loads(path.read_text())
+        if doc.get("schema") != SCHEMA_VERSION:
+            raise CalibrationError(
+                f"calibration file {path} has schema {doc.get('schema')!r}, "
+                f"expected {SCHEMA_VERSION}; run 'distml-lab calibrate' again")
+        return {k: CalibrationEntry(**v) for k, v in doc["entries"].items()}
+    except CalibrationError:
+        raise
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise CalibrationError(
+            f"cannot read calibration file {path}: {type(exc).__name__}: {exc}") from None
+
+
+def find_entry(world_size: int, backend: str = "gloo", host: str | None = None,
+               path: str | Path | None = None) -> CalibrationEntry:
+    """The entry for this host, ``backend`` and ``world_size``, or a clear error."""
+    host = host or this_host()
+    entries = load_calibration(path)
+    key = entry_key(host, backend, world_size)
+    if key in entries:
+        return entries[key]
+    have = ", ".join(sorted(entries)) or "none"
+    raise CalibrationError(
+        f"no calibration for {key} in {path or default_calibration_path()} (have: {have}); "
+        f"run 'distml-lab calibrate --world {world_size}'")
+
+
+def save_entry(entry: CalibrationEntry, path: str | Path | None = None) -> Path:
+    """Add or replace one entry, writing the file atomically (never half-written)."""
+    path = Path(path) if path is not None else default_calibration_path()
+    entries = load_calibration(path)
+    entries[entry.key] = entry
+    doc: dict[str, Any] = {"schema": SCHEMA_VERSION,
+                           "entries": {k: asdict(v) for k, v in sorted(entries.items())}}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(doc, indent=2))
+    tmp.replace(path)
+    return path

@@ -1,0 +1,283 @@
+"""SimComm: one rank's view of a simulated process group, named after ``torch.distributed``.
+
+An algorithm is written once per rank, SPMD style, as a generator function that takes a
+:class:`SimComm` and yields SimPy events — the simulated twin of a function that calls
+``dist.send``/``dist.recv`` on a real process group::
+
+    def ping_pong(comm: SimComm, nbytes: int):
+        if comm.rank == 0:
+            yield from comm.send(1, nbytes)
+            yield from comm.recv(1, nbytes)
+        elif comm.rank == 1:
+            yield from comm.recv(0, nbytes)
+            yield from comm.send(0, nbytes)
+
+    result = run_spmd(cluster, ping_pong, nbytes=2**20)
+    result.makespan_s
+
+Messaging follows MPI/``torch.distributed`` rules: a send is *eager* (bytes start moving when it
+is posted), a receive completes when the matching message has arrived, and messages between
+the same two ranks with the same tag never overtake each other. Besides messages a rank can
+spend time on ``compute(flops)``, ``reduce(nbytes)`` and ``memcpy(nbytes)`` on its device,
+and account memory with ``alloc``/``free``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from typing import Any
+
+import simpy
+
+from simulator.core.engine import Trace
+from simulator.core.hardware import Cluster
+from simulator.core.network import Channel, Network
+
+SimGen = Generator[simpy.Event, Any, Any]
+"""What a rank program (or a step of one) is: a generator of SimPy events."""
+
+_BARRIER_TAG = -1
+
+
+class SimDeadlock(RuntimeError):
+    """The simulation ran out of events while some ranks still waited."""
+
+
+class SimWork:
+    """A pending non-blocking operation, like ``torch.distributed.Work``: ``yield w.wait()``."""
+
+    def __init__(self, event: simpy.Event) -> None:
+        self._event = event
+
+    def wait(self) -> simpy.Event:
+        """The event to yield on; its value is the operation's result."""
+        return self._event
+
+    def is_completed(self) -> bool:
+        """Whether the operation has finished."""
+        return bool(self._event.triggered)
+
+
+@dataclass
+class _World:
+    """What all ranks of one simulation share."""
+
+    env: simpy.Environment
+    cluster: Cluster
+    network: Network
+    trace: Trace | None
+    arrivals: dict[tuple[Any, ...], simpy.Event] = field(default_factory=dict)
+    sent: dict[tuple[Any, ...], int] = field(default_factory=dict)
+    received: dict[tuple[Any, ...], int] = field(default_factory=dict)
+    memory: list[int] = field(default_factory=list)
+    peak_memory: list[int] = field(default_factory=list)
+    waiting: dict[int, str] = field(default_factory=dict)
+
+    def arrival(self, key: tuple[Any, ...]) -> simpy.Event:
+        event = self.arrivals.get(key)
+        if event is None:
+            event = self.arrivals[key] = self.env.event()
+        return event
+
+
+class SimComm:
+    """One rank of a simulated process group (or sub-group).
+
+    ``rank`` and ``world_size`` are relative to the group, as in ``torch.distributed``;
+    peers are named by group rank.
+    """
+
+    def __init__(self, world: _World, global_rank: int,
+                 ranks: tuple[int, ...] | None = None) -> None:
+        self._world = world
+        self.ranks = ranks if ranks is not None else tuple(range(world.cluster.world_size))
+        self.global_rank = global_rank
+        self.rank = self.ranks.index(global_rank)
+        self.world_size = len(self.ranks)
+        self.device = world.cluster.devices[global_rank]
+
+    # -- basics ---------------------------------------------------------------------------
+
+    @property
+    def env(self) -> simpy.Environment:
+        """The SimPy environment."""
+        return self._world.env
+
+    @property
+    def now(self) -> float:
+        """Simulated time, s."""
+        return float(self._world.env.now)
+
+    def span(self, kind: str, name: str, start: float, nbytes: int = 0) -> None:
+        """Record a span on this rank from ``start`` to now (no-op when tracing is off)."""
+        if self._world.trace is not None:
+            self._world.trace.record(self.global_rank, kind, name, start, self.now, nbytes)
+
+    def new_group(self, ranks: list[int] | tuple[int, ...]) -> SimComm | None:
+        """A sub-group of these ranks (group ranks), or ``None`` if this rank is not in it."""
+        members = tuple(self.ranks[r] for r in ranks)
+        if len(set(members)) != len(members):
+            raise ValueError(f"a group lists a rank twice: {list(ranks)}")
+        if self.global_rank not in members:
+            return None
+        return SimComm(self._world, self.global_rank, members)
+
+    # -- point to point --------------------------------------------------------------------
+
+    def _key(self, src: int, dst: int, tag: int) -> tuple[Any, ...]:
+        return (self.ranks, self.ranks[src], self.ranks[dst], tag)
+
+    def _check_peer(self, peer: int) -> None:
+        if not 0 <= peer < self.world_size:
+            raise ValueError(f"rank {self.rank}: peer {peer} is not in a group of "
+                             f"{self.world_size}")
+
+    def isend(self, dst: int, nbytes: int, tag: int = 0) -> SimWork:
+        """Start sending ``nbytes`` to group rank ``dst``; the work completes on delivery."""
+        self._check_peer(dst)
+        key = self._key(self.rank, dst, tag)
+        seq = self._world.sent.get(key, 0)
+        self._world.sent[key] = seq + 1
+        return SimWork(self.env.process(self._deliver(dst, nbytes, key + (seq,), tag)))
+
+    def _deliver(self, dst: int, nbytes: int, key: tuple[Any, ...], tag: int) -> SimGen:
+        start = self.now
+        yield from self._world.network.transfer(self.global_rank, self.ranks[dst], nbytes)
+        self._world.arrival(key).succeed(nbytes)
+        if tag != _BARRIER_TAG:
+            self.span("send", f"send {self.rank}->{dst}", start, nbytes)
+
+    def irecv(self, src: int, nbytes: int | None = None, tag: int = 0) -> SimWork:
+        """Post a receive from group rank ``src``; the work's value is the bytes received."""
+        self._check_peer(src)
+        key = self._key(src, self.rank, tag)
+        seq = self._world.received.get(key, 0)
+        self._world.received[key] = seq + 1
+        return SimWork(self.env.process(self._await(src, nbytes, key + (seq,), tag)))
+
+    def _await(self, src: int, nbytes: int | None, key: tuple[Any, ...], tag: int) -> SimGen:
+        start = self.now
+        got = yield self._world.arrival(key)
+        if nbytes is not None and got != nbytes:
+            raise ValueError(f"rank {self.rank} expected {nbytes} B from rank {src} "
+                             f"(tag {tag}) but {got} B were sent")
+        if tag != _BARRIER_TAG:
+            self.span("recv", f"recv {src}->{self.rank}", start, got)
+        return got
+
+    def send(self, dst: int, nbytes: int, tag: int = 0) -> SimGen:
+        """Blocking send: ``yield from comm.send(dst, nbytes)``."""
+        yield from self._blocking(self.isend(dst, nbytes, tag), f"send to {dst} (tag {tag})")
+
+    def recv(self, src: int, nbytes: int | None = None, tag: int = 0) -> SimGen:
+        """Blocking receive: ``got = yield from comm.recv(src, nbytes)``."""
+        return (yield from self._blocking(self.irecv(src, nbytes, tag),
+                                          f"recv from {src} (tag {tag})"))
+
+    def _blocking(self, work: SimWork, what: str) -> SimGen:
+        self._world.waiting[self.global_rank] = what
+        value = yield work.wait()
+        self._world.waiting.pop(self.global_rank, None)
+        return value
+
+    def barrier(self) -> SimGen:
+        """Dissemination barrier (Hensgen et al. 1988): ⌈lg p⌉ rounds of empty messages."""
+        start, distance = self.now, 1
+        while distance < self.world_size:
+            self.isend((self.rank + distance) % self.world_size, 0, _BARRIER_TAG)
+            yield from self._blocking(
+                self.irecv((self.rank - distance) % self.world_size, 0, _BARRIER_TAG),
+                "barrier")
+            distance *= 2
+        self.span("wait", "barrier", start)
+
+    # -- local work -----------------------------------------------------------------------
+
+    def _busy(self, kind: str, seconds: float, nbytes: int = 0, name: str = "") -> SimGen:
+        start = self.now
+        yield self.env.timeout(seconds)
+        self.span(kind, name or kind, start, nbytes)
+
+    def compute(self, flops: float, name: str = "compute") -> SimGen:
+        """Spend ``flops`` / device FLOP/s seconds computing."""
+        yield from self._busy("compute", flops / self.device.flops_per_s, 0, name)
+
+    def reduce(self, nbytes: int, name: str = "reduce") -> SimGen:
+        """Combine ``nbytes`` of received data into a local buffer: γ·n seconds."""
+        yield from self._busy("reduce", nbytes / self.device.reduce_Bps, nbytes, name)
+
+    def memcpy(self, nbytes: int, name: str = "memcpy") -> SimGen:
+        """Copy ``nbytes`` locally."""
+        yield from self._busy("memcpy", nbytes / self.device.memcpy_Bps, nbytes, name)
+
+    def alloc(self, nbytes: int) -> None:
+        """Account ``nbytes`` more memory in use on this rank (peaks are reported)."""
+        r, w = self.global_rank, self._world
+        w.memory[r] += nbytes
+        w.peak_memory[r] = max(w.peak_memory[r], w.memory[r])
+
+    def free(self, nbytes: int) -> None:
+        """Account ``nbytes`` released on this rank."""
+        self._world.memory[self.global_rank] -= nbytes
+
+
+@dataclass(frozen=True)
+class SimResult:
+    """What one simulated run produced.
+
+    Attributes:
+        makespan_s: time at which the last rank finished, s.
+        finish_s: each rank's finish time, s.
+        returns: each rank program's return value.
+        trace: the spans recorded (empty when tracing was off).
+        bytes_per_channel: bytes that crossed each directed link.
+        peak_memory_bytes: each rank's peak of ``alloc``-accounted memory.
+    """
+
+    makespan_s: float
+    finish_s: list[float]
+    returns: list[Any]
+    trace: Trace
+    bytes_per_channel: dict[Channel, int]
+    peak_memory_bytes: list[int]
+
+    @property
+    def total_bytes(self) -> int:
+        """Bytes summed over every link crossing (a 2-hop message counts twice)."""
+        return sum(self.bytes_per_channel.values())
+
+
+Program = Callable[..., SimGen]
+
+
+def run_spmd(cluster: Cluster, program: Program, *args: Any, trace: bool = True,
+             **kwargs: Any) -> SimResult:
+    """Run ``program(comm, *args, **kwargs)`` on every rank of ``cluster``; return the result.
+
+    Raises:
+        SimDeadlock: when events run out while a rank still waits, naming the ranks and what
+            each was waiting for.
+    """
+    env = simpy.Environment()
+    p = cluster.world_size
+    world = _World(env, cluster, Network(env, cluster.topology), Trace() if trace else None,
+                   memory=[0] * p, peak_memory=[0] * p)
+    finish = [0.0] * p
+
+    def rank_main(rank: int) -> SimGen:
+        value = yield from program(SimComm(world, rank), *args, **kwargs)
+        finish[rank] = float(env.now)
+        return value
+
+    processes = [env.process(rank_main(r)) for r in range(p)]
+    env.run()
+    stuck = [r for r, proc in enumerate(processes) if not proc.triggered]
+    if stuck:
+        detail = "; ".join(f"rank {r}: {world.waiting.get(r, 'waiting')}" for r in stuck)
+        raise SimDeadlock(f"deadlock: {len(stuck)} of {p} ranks never finished ({detail})")
+    return SimResult(
+        makespan_s=max(finish, default=0.0), finish_s=finish,
+        returns=[proc.value for proc in processes], trace=world.trace or Trace(),
+        bytes_per_channel=dict(world.network.bytes_per_channel),
+        peak_memory_bytes=list(world.peak_memory))

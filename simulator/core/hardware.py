@@ -1,0 +1,157 @@
+"""Devices and clusters: what computes, and how it is wired.
+
+A :class:`Device` is one rank's processor — a GPU, or a CPU process — with a compute rate,
+memory bandwidth and capacity. A :class:`Cluster` is a list of devices plus a
+:class:`~simulator.core.network.Topology`. Presets describe well-known machines from their
+vendors' data sheets (``../shared/REFERENCES.md``); :meth:`Cluster.local` describes *this*
+machine from its calibration file.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from simulator.core.calibration import CalibrationEntry, find_entry
+from simulator.core.network import Contention, Link, Topology
+
+GB = 1e9
+GiB = 2**30
+
+
+@dataclass(frozen=True)
+class Device:
+    """One rank's processor.
+
+    Attributes:
+        name: e.g. ``"A100-SXM-80GB"``.
+        flops_per_s: dense compute rate used by ``compute(flops)``, FLOP/s.
+        mem_bandwidth_Bps: memory bandwidth, bytes/s.
+        memory_bytes: memory capacity, bytes.
+        reduce_Bps: elementwise reduction rate, bytes of output per second. Default: a
+            reduction reads two operands and writes one, so ``mem_bandwidth / 3``.
+        memcpy_Bps: copy rate, bytes/s. Default: read plus write, ``mem_bandwidth / 2``.
+    """
+
+    name: str
+    flops_per_s: float
+    mem_bandwidth_Bps: float
+    memory_bytes: float
+    reduce_Bps: float = 0.0
+    memcpy_Bps: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.reduce_Bps <= 0:
+            object.__setattr__(self, "reduce_Bps", self.mem_bandwidth_Bps / 3)
+        if self.memcpy_Bps <= 0:
+            object.__setattr__(self, "memcpy_Bps", self.mem_bandwidth_Bps / 2)
+
+    @property
+    def gamma_s_per_B(self) -> float:
+        """γ, reduction time per byte, s/B."""
+        return 1.0 / self.reduce_Bps
+
+
+A100_80GB = Device("A100-SXM-80GB", 312e12, 2039 * GB, 80 * GiB)
+A100_40GB = Device("A100-SXM-40GB", 312e12, 1555 * GB, 40 * GiB)
+H100_80GB = Device("H100-SXM5-80GB", 989e12, 3350 * GB, 80 * GiB)
+
+# NVLink: the data sheets give the total of both directions (A100 600 GB/s, H100 900 GB/s);
+# a full-duplex Link carries half of it each way. One NIC per GPU, as in a DGX node.
+NVLINK3 = Link(latency_s=2e-6, bandwidth_Bps=300 * GB)
+NVLINK4 = Link(latency_s=2e-6, bandwidth_Bps=450 * GB)
+IB_HDR = Link(latency_s=5e-6, bandwidth_Bps=200e9 / 8)
+IB_NDR = Link(latency_s=5e-6, bandwidth_Bps=400e9 / 8)
+ETHERNET_10G = Link(latency_s=20e-6, bandwidth_Bps=10e9 / 8)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Devices (one per rank) and the topology that joins them."""
+
+    name: str
+    devices: tuple[Device, ...]
+    topology: Topology
+
+    def __post_init__(self) -> None:
+        if len(self.devices) != self.topology.world_size:
+            raise ValueError(f"{len(self.devices)} devices for a "
+                             f"{self.topology.world_size}-rank topology")
+
+    @property
+    def world_size(self) -> int:
+        """Number of ranks."""
+        return len(self.devices)
+
+    def with_contention(self, contention: Contention) -> Cluster:
+        """The same cluster with every link's contention model replaced."""
+        return replace(self, topology=self.topology.with_contention(contention))
+
+    @classmethod
+    def homogeneous(cls, name: str, device: Device, topology: Topology) -> Cluster:
+        """One ``device`` per rank of ``topology``."""
+        return cls(name, (device,) * topology.world_size, topology)
+
+    @classmethod
+    def dgx(cls, world_size: int, device: Device = A100_80GB, nvlink: Link = NVLINK3,
+            nic: Link = IB_HDR, gpus_per_node: int = 8) -> Cluster:
+        """DGX-style nodes of ``gpus_per_node`` GPUs on NVSwitch, one NIC per GPU."""
+        nodes = math.ceil(world_size / gpus_per_node)
+        per_node = min(world_size, gpus_per_node)
+        if nodes * per_node != world_size:
+            raise ValueError(f"{world_size} GPUs do not fill whole {gpus_per_node}-GPU nodes")
+        topo = Topology.two_level(nodes, per_node, nvlink, nic)
+        return cls.homogeneous(f"dgx-{device.name}x{world_size}", device, topo)
+
+    @classmethod
+    def from_calibration(cls, entry: CalibrationEntry, world_size: int | None = None,
+                         contention: Contention = "fair") -> Cluster:
+        """The simulated twin of a calibrated machine: ranks fully connected over loopback.
+
+        Each rank is a CPU process. Its rates are the ones measured with ``entry.world_size``
+        ranks running at once, so contention for cores is already in them.
+        """
+        world_size = world_size or entry.world_size
+        device = Device(
+            name=f"{entry.host}-cpu", flops_per_s=entry.flops_per_s,
+            mem_bandwidth_Bps=3 * entry.reduce_Bps, memory_bytes=math.inf,
+            reduce_Bps=entry.reduce_Bps, memcpy_Bps=entry.memcpy_Bps)
+        link = Link(entry.latency_s, entry.bandwidth_Bps, contention)
+        topo = Topology.fully_connected(world_size, link)
+        return cls.homogeneous(f"local-{entry.backend}x{world_size}", device, topo)
+
+    @classmethod
+    def local(cls, world_size: int, backend: str = "gloo", path: str | Path | None = None,
+              host: str | None = None) -> Cluster:
+        """This machine, from its calibration file (see :mod:`simulator.core.calibration`)."""
+        return cls.from_calibration(find_entry(world_size, backend, host, path))
+
+
+def _ethernet(world_size: int) -> Cluster:
+    cpu = Device("server-cpu", 2e12, 200 * GB, 512 * GiB)
+    return Cluster.homogeneous("ethernet-10g", cpu, Topology.switch(world_size, ETHERNET_10G))
+
+
+PRESETS: dict[str, tuple[str, Callable[[int], Cluster]]] = {
+    "a100": ("DGX A100 nodes: 8 GPUs on NVSwitch (300 GB/s each way), HDR 200 Gb/s per GPU",
+             lambda p: Cluster.dgx(p, A100_80GB, NVLINK3, IB_HDR)),
+    "h100": ("DGX H100 nodes: 8 GPUs on NVSwitch (450 GB/s each way), NDR 400 Gb/s per GPU",
+             lambda p: Cluster.dgx(p, H100_80GB, NVLINK4, IB_NDR)),
+    "ethernet-10g": ("CPU servers on one 10 Gb/s Ethernet switch", _ethernet),
+}
+"""Cluster presets by name: a description and a builder taking the world size."""
+
+
+def preset(name: str, world_size: int, calibration: str | Path | None = None,
+           backend: str = "gloo") -> Cluster:
+    """A cluster by name: a key of :data:`PRESETS`, or ``local`` (from calibration)."""
+    if world_size < 1:
+        raise ValueError(f"world size must be at least 1, got {world_size}")
+    if name == "local":
+        return Cluster.local(world_size, backend, calibration)
+    if name not in PRESETS:
+        raise ValueError(f"unknown cluster {name!r}; choose local or one of "
+                         f"{', '.join(sorted(PRESETS))}")
+    return PRESETS[name][1](world_size)

@@ -1,0 +1,388 @@
+"""The network: links, topologies, and how concurrent transfers share a link.
+
+The α-β model (Hockney 1994) prices one message of ``n`` bytes on a link at
+
+    T(n) = α + n / B
+
+with α the latency (s) and B the bandwidth (bytes/s), i.e. β = 1/B s per byte. A
+:class:`Link` carries α and B and is *full duplex*: each direction is its own channel, so a
+send ``a -> b`` never slows a send ``b -> a``.
+
+What the formula leaves out is **contention**: several transfers crossing one channel at once.
+Each link chooses one of three models:
+
+``none``
+    Pure α-β. Every transfer sees the whole bandwidth, however many share the link. With
+    ``none`` on a fully connected topology a simulation equals the textbook closed form.
+``fifo``
+    Transfers queue: one at a time crosses the channel at full bandwidth, in arrival order.
+``fair``
+    Processor sharing: transfers crossing a channel split its bandwidth. Across a multi-hop
+    route the rates are the *max-min fair* allocation (progressive filling, Bertsekas &
+    Gallager, *Data Networks*, §6.5.2), recomputed whenever a transfer starts or ends. Two
+    equal transfers started together on one link each take 2n/B.
+
+A :class:`Topology` is a graph of ranks (ints) and switches (strings) joined by links, with a
+route for every rank pair; the builders make the usual shapes. :class:`Network` is the run-time
+side used by one simulation: it moves bytes along routes and counts them per channel.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+import simpy
+
+Contention = Literal["none", "fifo", "fair"]
+CONTENTION_MODELS: tuple[str, ...] = ("none", "fifo", "fair")
+Node = int | str
+Channel = tuple[Node, Node]
+"""A link in one direction, ``(from, to)``."""
+
+
+@dataclass(frozen=True)
+class Link:
+    """A full-duplex link.
+
+    Attributes:
+        latency_s: α, the time before the first byte arrives, s.
+        bandwidth_Bps: B, bytes per second in each direction.
+        contention: ``none``, ``fifo`` or ``fair`` (see the module docstring).
+    """
+
+    latency_s: float
+    bandwidth_Bps: float
+    contention: Contention = "fair"
+
+    def __post_init__(self) -> None:
+        if not self.latency_s >= 0:
+            raise ValueError(f"link latency must be >= 0 s, got {self.latency_s}")
+        if not self.bandwidth_Bps > 0:
+            raise ValueError(f"link bandwidth must be > 0 bytes/s, got {self.bandwidth_Bps}")
+        if self.contention not in CONTENTION_MODELS:
+            raise ValueError(f"unknown contention model {self.contention!r}; "
+                             f"choose one of {', '.join(CONTENTION_MODELS)}")
+
+    @property
+    def beta_s_per_B(self) -> float:
+        """β = 1/B, seconds per byte."""
+        return 1.0 / self.bandwidth_Bps
+
+    def time(self, nbytes: float) -> float:
+        """α + n/B: the uncontended time of one ``nbytes`` message, s."""
+        return self.latency_s + nbytes / self.bandwidth_Bps
+
+
+Router = Callable[["Topology", int, int], list[Node]]
+
+
+@dataclass
+class Topology:
+    """Ranks ``0..world_size-1`` and switches, joined by links, with routing.
+
+    Routes are shortest paths by cost α + 1 MiB/B (so a fast NVLink hop beats a slow NIC hop
+    of the same length), ties broken by node order; a builder may pass its own ``router``
+    (the fat tree spreads flows over its spines). Routes are computed once per pair and cached.
+    """
+
+    world_size: int
+    links: dict[frozenset[Node], Link]
+    name: str = "custom"
+    router: Router | None = None
+    _adjacent: dict[Node, list[Node]] = field(default_factory=dict, init=False, repr=False)
+    _routes: dict[tuple[int, int], tuple[Channel, ...]] = field(
+        default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.world_size < 1:
+            raise ValueError(f"a topology needs at least 1 rank, got {self.world_size}")
+        for key in self.links:
+            if len(key) != 2:
+                raise ValueError(f"a link joins two different nodes, got {set(key)}")
+            for node in key:
+                self._adjacent.setdefault(node, []).append(_other(key, node))
+        for node in self._adjacent:
+            self._adjacent[node].sort(key=_node_order)
+
+    @property
+    def contention(self) -> str:
+        """The contention model of the links (``mixed`` if they differ)."""
+        models = {link.contention for link in self.links.values()}
+        return models.pop() if len(models) == 1 else "mixed"
+
+    def link(self, channel: Channel) -> Link:
+        """The link under a channel."""
+        return self.links[frozenset(channel)]
+
+    def route(self, src: int, dst: int) -> tuple[Channel, ...]:
+        """The channels a message from rank ``src`` to rank ``dst`` crosses, in order."""
+        key = (src, dst)
+        cached = self._routes.get(key)
+        if cached is not None:
+            return cached
+        for r in key:
+            if not 0 <= r < self.world_size:
+                raise ValueError(f"rank {r} is not in this {self.world_size}-rank topology")
+        nodes = self.router(self, src, dst) if self.router else self._shortest_path(src, dst)
+        channels = tuple(zip(nodes[:-1], nodes[1:], strict=True))
+        self._routes[key] = channels
+        return channels
+
+    def path_latency_s(self, src: int, dst: int) -> float:
+        """Sum of α along the route, s."""
+        return sum(self.link(c).latency_s for c in self.route(src, dst))
+
+    def path_bandwidth_Bps(self, src: int, dst: int) -> float:
+        """Bandwidth of the slowest link on the route, bytes/s."""
+        route = self.route(src, dst)
+        return min((self.link(c).bandwidth_Bps for c in route), default=math.inf)
+
+    def with_contention(self, contention: Contention) -> Topology:
+        """The same graph with every link's contention model replaced."""
+        links = {k: replace(v, contention=contention) for k, v in self.links.items()}
+        return Topology(self.world_size, links, self.name, self.router)
+
+    def _shortest_path(self, src: Node, dst: Node) -> list[Node]:
+        if src == dst:
+            return [src]
+        order = itertools.count()
+        best: dict[Node, float] = {src: 0.0}
+        parent: dict[Node, Node] = {}
+        heap: list[tuple[float, int, Node]] = [(0.0, next(order), src)]
+        while heap:
+            cost, _, node = heapq.heappop(heap)
+            if node == dst:
+                break
+            if cost > best[node]:
+                continue
+            for nxt in self._adjacent.get(node, []):
+                link = self.links[frozenset((node, nxt))]
+                new = cost + link.latency_s + 2**20 / link.bandwidth_Bps
+                if new < best.get(nxt, math.inf) * (1 - 1e-12):
+                    best[nxt] = new
+                    parent[nxt] = node
+                    heapq.heappush(heap, (new, next(order), nxt))
+        if dst not in parent:
+            raise ValueError(f"no route from rank {src} to rank {dst} in topology {self.name!r}")
+        path = [dst]
+        while path[-1] != src:
+            path.append(parent[path[-1]])
+        return path[::-1]
+
+    # ---- builders --------------------------------------------------------------------------
+
+    @classmethod
+    def fully_connected(cls, world_size: int, link: Link) -> Topology:
+        """A direct link between every pair of ranks."""
+        links = {frozenset((a, b)): link
+                 for a in range(world_size) for b in range(a + 1, world_size)}
+        return cls(world_size, links, "fully_connected")
+
+    @classmethod
+    def ring(cls, world_size: int, link: Link) -> Topology:
+        """Rank ``r`` linked to ``r+1 mod p``; messages take the shorter way round."""
+        links = {frozenset((r, (r + 1) % world_size)): link
+                 for r in range(world_size) if world_size > 1 and r != (r + 1) % world_size}
+        return cls(world_size, links, "ring")
+
+    @classmethod
+    def switch(cls, world_size: int, link: Link) -> Topology:
+        """A star: every rank has one port to a central switch ``"sw"``.
+
+        ``link`` describes a rank-to-rank path: each of the two hops gets half its latency, so
+        an uncontended message costs exactly ``link.time(n)``; the port is the shared resource.
+        """
+        port = replace(link, latency_s=link.latency_s / 2)
+        links = {frozenset((r, "sw")): port for r in range(world_size)}
+        return cls(world_size, links, "switch")
+
+    @classmethod
+    def two_level(cls, nodes: int, ranks_per_node: int, intra: Link, inter: Link) -> Topology:
+        """Nodes of ``ranks_per_node`` ranks (e.g. GPUs on NVSwitch) joined by a fabric.
+
+        Inside node ``k`` every rank has a port to switch ``"node{k}"`` (``intra``, e.g.
+        NVLink); every rank also has its own NIC port to the fabric switch ``"fabric"``
+        (``inter``, e.g. InfiniBand), as in a DGX with one NIC per GPU. As in
+        :meth:`switch`, each hop carries half of the path latency.
+        """
+        world_size = nodes * ranks_per_node
+        links: dict[frozenset[Node], Link] = {}
+        intra_port = replace(intra, latency_s=intra.latency_s / 2)
+        inter_port = replace(inter, latency_s=inter.latency_s / 2)
+        for r in range(world_size):
+            links[frozenset((r, f"node{r // ranks_per_node}"))] = intra_port
+            if nodes > 1:
+                links[frozenset((r, "fabric"))] = inter_port
+        return cls(world_size, links, "two_level")
+
+    @classmethod
+    def fat_tree(cls, world_size: int, hosts_per_leaf: int, spines: int,
+                 host_link: Link, spine_link: Link) -> Topology:
+        """A two-tier leaf-spine fat tree.
+
+        Ranks hang off leaf switches ``"leaf{i}"`` (``hosts_per_leaf`` each, by ``host_link``);
+        every leaf links to every spine ``"spine{j}"`` (``spine_link``). A message between
+        leaves goes up to spine ``(src + dst) mod spines`` — a fixed ECMP-like spread, so the
+        routing is deterministic. Full bisection when ``spines * spine_link`` bandwidth
+        matches ``hosts_per_leaf * host_link``.
+        """
+        leaves = math.ceil(world_size / hosts_per_leaf)
+        links: dict[frozenset[Node], Link] = {}
+        for r in range(world_size):
+            links[frozenset((r, f"leaf{r // hosts_per_leaf}"))] = host_link
+        if leaves > 1:
+            for i in range(leaves):
+                for j in range(spines):
+                    links[frozenset((f"leaf{i}", f"spine{j}"))] = spine_link
+
+        def router(topo: Topology, src: int, dst: int) -> list[Node]:
+            if src == dst:
+                return [src]
+            a, b = f"leaf{src // hosts_per_leaf}", f"leaf{dst // hosts_per_leaf}"
+            if a == b:
+                return [src, a, dst]
+            return [src, a, f"spine{(src + dst) % spines}", b, dst]
+
+        return cls(world_size, links, "fat_tree", router)
+
+
+def _other(key: frozenset[Node], node: Node) -> Node:
+    (other,) = key - {node}
+    return other
+
+
+def _node_order(node: Node) -> tuple[int, int, str]:
+    return (0, node, "") if isinstance(node, int) else (1, 0, node)
+
+
+# ---- run time ---------------------------------------------------------------------------------
+
+class _Flow:
+    """A transfer in the bandwidth phase on ``fair`` channels."""
+
+    __slots__ = ("cap", "channels", "done", "rate", "remaining")
+
+    def __init__(self, nbytes: float, channels: Sequence[Channel], cap: float,
+                 done: simpy.Event) -> None:
+        self.remaining = float(nbytes)
+        self.channels = channels
+        self.cap = cap
+        self.done = done
+        self.rate = 0.0
+
+
+class Network:
+    """Moves bytes along a :class:`Topology` inside one SimPy environment.
+
+    ``transfer`` is a SimPy process body: wait the route's latency (α, summed over hops), then
+    push the bytes through at the rate the links' contention models allow.
+    """
+
+    def __init__(self, env: simpy.Environment, topology: Topology) -> None:
+        self.env = env
+        self.topology = topology
+        self.bytes_per_channel: dict[Channel, int] = {}
+        self._fifo: dict[Channel, simpy.Resource] = {}
+        self._flows: list[_Flow] = []
+        self._last_update = 0.0
+        self._version = 0
+
+    def transfer(self, src: int, dst: int, nbytes: int) -> Generator[simpy.Event, Any, None]:
+        """Deliver ``nbytes`` from rank ``src`` to rank ``dst`` (a process body)."""
+        route = self.topology.route(src, dst)
+        for channel in route:
+            self.bytes_per_channel[channel] = self.bytes_per_channel.get(channel, 0) + nbytes
+        links = [self.topology.link(c) for c in route]
+        latency = sum(link.latency_s for link in links)
+        if latency > 0:
+            yield self.env.timeout(latency)
+        if nbytes == 0 or not route:
+            return
+        fifo = sorted((c for c, link in zip(route, links, strict=True)
+                       if link.contention == "fifo"), key=lambda c: tuple(map(str, c)))
+        fair = [c for c, link in zip(route, links, strict=True) if link.contention == "fair"]
+        cap = min((link.bandwidth_Bps for link in links if link.contention != "fair"),
+                  default=math.inf)
+        requests = []
+        for channel in fifo:  # a global lock order: no two transfers wait on each other
+            resource = self._fifo.setdefault(channel, simpy.Resource(self.env, capacity=1))
+            request = resource.request()
+            requests.append((resource, request))
+            yield request
+        try:
+            if fair:
+                done = self.env.event()
+                self._add_flow(_Flow(nbytes, fair, cap, done))
+                yield done
+            else:
+                yield self.env.timeout(nbytes / cap)
+        finally:
+            for resource, request in requests:
+                resource.release(request)
+
+    # -- max-min fair sharing ---------------------------------------------------------------
+
+    def _advance(self) -> None:
+        elapsed = self.env.now - self._last_update
+        if elapsed > 0:
+            for flow in self._flows:
+                flow.remaining -= flow.rate * elapsed
+        self._last_update = self.env.now
+
+    def _add_flow(self, flow: _Flow) -> None:
+        self._advance()
+        self._flows.append(flow)
+        self._reschedule()
+
+    def _reschedule(self) -> None:
+        """Recompute max-min fair rates and arm a wake-up for the next completion."""
+        self._allocate()
+        self._version += 1
+        if not self._flows:
+            return
+        dt = min(max(f.remaining, 0.0) / f.rate for f in self._flows)
+        self.env.process(self._wake(dt, self._version))
+
+    def _wake(self, dt: float, version: int) -> Generator[simpy.Event, Any, None]:
+        yield self.env.timeout(dt)
+        if version != self._version:
+            return  # a transfer started or ended since: a newer wake-up is armed
+        self._advance()
+        # Finished: what is left would take under a picosecond (floating-point dust).
+        finished = [f for f in self._flows if f.remaining <= f.rate * 1e-12]
+        self._flows = [f for f in self._flows if f.remaining > f.rate * 1e-12]
+        for flow in finished:
+            flow.done.succeed()
+        self._reschedule()
+
+    def _allocate(self) -> None:
+        """Progressive filling: raise all unfrozen rates together until a channel fills."""
+        left: dict[Channel, float] = {}
+        users: dict[Channel, list[_Flow]] = {}
+        for flow in self._flows:
+            flow.rate = 0.0
+            for channel in flow.channels:
+                left[channel] = self.topology.link(channel).bandwidth_Bps
+                users.setdefault(channel, []).append(flow)
+        active = set(map(id, self._flows))
+        while active:
+            counts = {c: sum(id(f) in active for f in fs) for c, fs in users.items()}
+            step = min((left[c] / n for c, n in counts.items() if n), default=math.inf)
+            step = min(step, min(f.cap - f.rate for f in self._flows if id(f) in active))
+            for flow in self._flows:
+                if id(flow) in active:
+                    flow.rate += step
+            for c, n in counts.items():
+                left[c] -= step * n
+            for flow in self._flows:
+                if id(flow) not in active:
+                    continue
+                full = any(left[c] <= 1e-9 * self.topology.link(c).bandwidth_Bps
+                           for c in flow.channels)
+                if full or flow.rate >= flow.cap * (1 - 1e-12):
+                    active.discard(id(flow))
