@@ -86,7 +86,8 @@ def _rank_main(fn: Callable[..., Any], args: tuple[Any, ...], rank: int, world_s
 
             torch.cuda.set_device(rank % torch.cuda.device_count())
         timeout = datetime.timedelta(seconds=timeout_s)
-        store = dist.TCPStore(host, port, world_size, is_master=False, timeout=timeout)
+        store = dist.TCPStore(  # type: ignore[attr-defined]
+            host, port, world_size, is_master=False, timeout=timeout)
         dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
                                 timeout=timeout)
         try:
@@ -127,8 +128,8 @@ def spawn(fn: Callable[..., Any], world_size: int, *args: Any, backend: str = "a
 
     backend = resolve_backend(backend)
     host = "127.0.0.1"
-    store = dist.TCPStore(host, 0, world_size, is_master=True, wait_for_workers=False,
-                          timeout=datetime.timedelta(seconds=timeout))
+    store = dist.TCPStore(host, 0, world_size, is_master=True,  # type: ignore[attr-defined]
+                          wait_for_workers=False, timeout=datetime.timedelta(seconds=timeout))
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     child_env = {"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), **(env or {})}
@@ -262,7 +263,9 @@ def torchrun_main(argv: list[str] | None = None) -> None:
     init_from_env()
     try:
         value = fn(*args)
-        print(f"rank {dist.get_rank()}: {value}", flush=True)
+        # one write per line, so the ranks' lines do not interleave on a shared terminal
+        sys.stdout.write(f"rank {dist.get_rank()}: {value}\n")
+        sys.stdout.flush()
     finally:
         dist.destroy_process_group()
 

@@ -18,9 +18,11 @@ these; none is ever fitted to the algorithm it predicts.
 from __future__ import annotations
 
 import datetime
+import functools
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -78,7 +80,7 @@ def measure_primitives(sizes: Sequence[int], repeats: int) -> dict[str, object]:
 
     world = dist.get_world_size()
     bufs = [torch.zeros(nbytes, dtype=torch.uint8) for nbytes in sizes]
-    timings = measure_many([lambda b=buf: ping_pong(b) for buf in bufs], repeats=repeats)
+    timings = measure_many([functools.partial(ping_pong, buf) for buf in bufs], repeats=repeats)
     p2p = [t.median_s / 2 for t in timings]
 
     elems = 4 * 2**20  # 16 MiB of float32: larger than the caches, like a gradient bucket
@@ -94,7 +96,7 @@ def measure_primitives(sizes: Sequence[int], repeats: int) -> dict[str, object]:
 
 
 def calibrate(world_size: int = 2, backend: str = "gloo", sizes: Sequence[int] = DEFAULT_SIZES,
-              repeats: int = 40, path: str | os.PathLike[str] | None = None,
+              repeats: int = 40, path: str | Path | None = None,
               timeout: float = 60.0) -> CalibrationEntry:
     """Measure the primitives with ``world_size`` ranks, save and return the entry."""
     from backends.launch import spawn

@@ -198,8 +198,14 @@ def cmd_run(args: argparse.Namespace) -> None:
 
 def cmd_compare(args: argparse.Namespace) -> None:
     """``distml-lab compare``."""
-    from lab.compare import (compare, ensure_calibrated, median_abs_error, records_as_dicts,
-                             write_csv, write_json)
+    from lab.compare import (
+        compare,
+        ensure_calibrated,
+        median_abs_error,
+        records_as_dicts,
+        write_csv,
+        write_json,
+    )
 
     twin, worlds, sizes = _sweep(args)
     ensure_calibrated(worlds, args.backend, args.calibration,

@@ -12,6 +12,7 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 
 from lab.units import format_size
 from simulator.core.engine import Trace
@@ -87,7 +88,7 @@ def plot_timelines(predicted: Trace, measured: Trace | None = None,
     _draw_timeline(axes[0][0], predicted.shifted(), f"predicted {title}".strip())
     if measured is not None:
         _draw_timeline(axes[1][0], measured.shifted(), f"measured {title}".strip())
-    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in KIND_COLOURS.values()]
+    handles = [Rectangle((0, 0), 1, 1, color=c) for c in KIND_COLOURS.values()]
     kinds = {s.kind for s in predicted} | ({s.kind for s in measured} if measured else set())
     shown = [(h, k) for h, k in zip(handles, KIND_COLOURS, strict=True) if k in kinds]
     if shown:

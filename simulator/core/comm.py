@@ -139,7 +139,7 @@ class SimComm:
         key = self._key(self.rank, dst, tag)
         seq = self._world.sent.get(key, 0)
         self._world.sent[key] = seq + 1
-        return SimWork(self.env.process(self._deliver(dst, nbytes, key + (seq,), tag)))
+        return SimWork(self.env.process(self._deliver(dst, nbytes, (*key, seq), tag)))
 
     def _deliver(self, dst: int, nbytes: int, key: tuple[Any, ...], tag: int) -> SimGen:
         start = self.now
@@ -154,7 +154,7 @@ class SimComm:
         key = self._key(src, self.rank, tag)
         seq = self._world.received.get(key, 0)
         self._world.received[key] = seq + 1
-        return SimWork(self.env.process(self._await(src, nbytes, key + (seq,), tag)))
+        return SimWork(self.env.process(self._await(src, nbytes, (*key, seq), tag)))
 
     def _await(self, src: int, nbytes: int | None, key: tuple[Any, ...], tag: int) -> SimGen:
         start = self.now

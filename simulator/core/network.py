@@ -129,7 +129,7 @@ class Topology:
             if not 0 <= r < self.world_size:
                 raise ValueError(f"rank {r} is not in this {self.world_size}-rank topology")
         nodes = self.router(self, src, dst) if self.router else self._shortest_path(src, dst)
-        channels = tuple(zip(nodes[:-1], nodes[1:], strict=True))
+        channels = tuple(itertools.pairwise(nodes))
         self._routes[key] = channels
         return channels
 
@@ -179,15 +179,16 @@ class Topology:
     @classmethod
     def fully_connected(cls, world_size: int, link: Link) -> Topology:
         """A direct link between every pair of ranks."""
-        links = {frozenset((a, b)): link
-                 for a in range(world_size) for b in range(a + 1, world_size)}
+        links: dict[frozenset[Node], Link] = {
+            frozenset((a, b)): link for a in range(world_size) for b in range(a + 1, world_size)}
         return cls(world_size, links, "fully_connected")
 
     @classmethod
     def ring(cls, world_size: int, link: Link) -> Topology:
         """Rank ``r`` linked to ``r+1 mod p``; messages take the shorter way round."""
-        links = {frozenset((r, (r + 1) % world_size)): link
-                 for r in range(world_size) if world_size > 1 and r != (r + 1) % world_size}
+        links: dict[frozenset[Node], Link] = {
+            frozenset((r, (r + 1) % world_size)): link
+            for r in range(world_size) if r != (r + 1) % world_size}
         return cls(world_size, links, "ring")
 
     @classmethod
@@ -198,7 +199,8 @@ class Topology:
         an uncontended message costs exactly ``link.time(n)``; the port is the shared resource.
         """
         port = replace(link, latency_s=link.latency_s / 2)
-        links = {frozenset((r, "sw")): port for r in range(world_size)}
+        links: dict[frozenset[Node], Link] = {frozenset((r, "sw")): port
+                                              for r in range(world_size)}
         return cls(world_size, links, "switch")
 
     @classmethod

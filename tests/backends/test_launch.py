@@ -1,0 +1,87 @@
+"""The launcher: per-rank results, failures that name the rank quickly, no orphans."""
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from backends.launch import RankError, spawn
+from tests.backends import rank_fns
+
+
+def children_of(pid: int) -> list[int]:
+    """Live child processes of ``pid`` (from /proc), leaving out multiprocessing's one
+    resource-tracker helper, which lives as long as the parent by design."""
+    kids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+                with open(f"/proc/{entry}/cmdline") as fh:
+                    cmdline = fh.read()
+            except OSError:
+                continue
+            if int(fields[1]) == pid and fields[0] != "Z" and "resource_tracker" not in cmdline:
+                kids.append(int(entry))
+    return kids
+
+
+@pytest.fixture(autouse=True)
+def no_orphans():
+    yield
+    deadline = time.monotonic() + 5
+    while children_of(os.getpid()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert children_of(os.getpid()) == [], "a rank process outlived its launch"
+
+
+@pytest.mark.parametrize("world", [1, 3])
+def test_spawn_returns_each_ranks_value_in_rank_order(world):
+    results = spawn(rank_fns.whoami, world, 10, timeout=20)
+    assert [r[0] for r in results] == [10 * r for r in range(world)]
+    assert {r[1] for r in results} == {world}
+    assert len({r[2] for r in results}) == world  # really separate processes
+
+
+def test_a_raising_rank_is_named_with_its_traceback_within_seconds():
+    start = time.monotonic()
+    with pytest.raises(RankError) as info:
+        spawn(rank_fns.raise_on_rank_1, 3, timeout=20)
+    assert time.monotonic() - start < 15
+    assert info.value.rank == 1
+    assert "ValueError: rank one is unhappy" in str(info.value)
+    assert "raise_on_rank_1" in info.value.remote_traceback
+
+
+def test_a_rank_that_exits_early_is_named_with_its_exit_code():
+    start = time.monotonic()
+    with pytest.raises(RankError, match="rank 2 exited with code 3") as info:
+        spawn(rank_fns.exit_early_on_last_rank, 3, timeout=20)
+    assert info.value.rank == 2
+    assert time.monotonic() - start < 15
+
+
+def test_a_hung_rank_is_stopped_by_the_deadline():
+    start = time.monotonic()
+    with pytest.raises(RankError, match="rank 0 did not finish within the 6 s deadline"):
+        spawn(rank_fns.sleep_forever_on_rank_0, 2, timeout=20, deadline=6)
+    assert time.monotonic() - start < 15
+
+
+def test_world_size_below_one_is_refused():
+    with pytest.raises(ValueError, match="at least 1"):
+        spawn(rank_fns.whoami, 0, 1)
+
+
+def test_the_same_rank_function_runs_under_torchrun():
+    out = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+         "-m", "backends.launch", "backends.collectives.point_to_point:ping_pong_demo", "65536"],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = sorted(line for line in out.stdout.splitlines() if line.startswith("rank "))
+    assert [line.split(":")[0] for line in lines] == ["rank 0", "rank 1"]
+    assert all(float(line.split(":")[1]) > 0 for line in lines)

@@ -1,0 +1,61 @@
+"""Fitting α and β, and a real (quick) calibration written to a file."""
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lab.calibrate import calibrate, fit_alpha_beta
+from simulator.core import Cluster
+from simulator.core.calibration import load_calibration
+
+SIZES = [2**k for k in range(10, 27, 2)]
+
+
+@given(alpha=st.floats(1e-7, 1e-2), bw=st.floats(1e6, 1e11))
+def test_fit_recovers_alpha_and_beta_from_exact_data(alpha, bw):
+    times = [alpha + n / bw for n in SIZES]
+    fit = fit_alpha_beta(SIZES, times)
+    assert fit.alpha_s == pytest.approx(alpha, rel=1e-6)
+    assert fit.bandwidth_Bps == pytest.approx(bw, rel=1e-6)
+    assert max(abs(r) for r in fit.rel_residuals) < 1e-9
+
+
+def test_fit_weighs_points_by_relative_error():
+    # 20 % noise on the biggest point barely moves α, as it would in a plain least squares.
+    times = np.array([5e-5 + n / 1e9 for n in SIZES])
+    times[-1] *= 1.2
+    fit = fit_alpha_beta(SIZES, times)
+    assert fit.alpha_s == pytest.approx(5e-5, rel=0.05)
+
+
+def test_fit_keeps_alpha_non_negative():
+    fit = fit_alpha_beta([1000, 2000, 4000], [0.5e-6, 1.5e-6, 3.5e-6])
+    assert fit.alpha_s == 0.0 and fit.beta_s_per_B > 0
+
+
+def test_fit_refuses_nonsense():
+    with pytest.raises(ValueError):
+        fit_alpha_beta([1], [1.0])
+    with pytest.raises(ValueError):
+        fit_alpha_beta([1, 2], [1.0, -1.0])
+
+
+def test_quick_calibration_writes_an_entry_the_simulator_reads(tmp_path):
+    path = tmp_path / "cal.json"
+    entry = calibrate(2, sizes=[2**12, 2**16, 2**20], repeats=3, path=path)
+    assert entry.latency_s >= 0 and entry.bandwidth_Bps > 0
+    assert entry.reduce_Bps > 0 and entry.memcpy_Bps > 0 and entry.flops_per_s > 0
+    assert len(entry.fit_rel_residuals) == 3
+    assert list(load_calibration(path)) == [entry.key]
+    assert json.loads(path.read_text())["schema"] == 1
+    local = Cluster.local(2, path=path)
+    assert local.topology.path_latency_s(0, 1) == entry.latency_s
+
+
+def test_calibration_needs_two_ranks(tmp_path):
+    with pytest.raises(ValueError, match="at least 2 ranks"):
+        calibrate(1, path=tmp_path / "cal.json")
+    assert not (tmp_path / "cal.json").exists()

@@ -1,0 +1,52 @@
+"""Devices, presets, and the calibrated local cluster."""
+
+import pytest
+
+from simulator.core import CalibrationError, Cluster, preset
+from simulator.core.calibration import CalibrationEntry, find_entry, load_calibration, save_entry
+
+
+def entry(world=2, host="h"):
+    return CalibrationEntry(host=host, backend="gloo", world_size=world, latency_s=5e-5,
+                            bandwidth_Bps=4e9, reduce_Bps=1.2e10, memcpy_Bps=1.4e10,
+                            flops_per_s=1e11)
+
+
+def test_dgx_preset_has_nvlink_inside_and_infiniband_between_nodes():
+    c = preset("a100", 16)
+    assert c.world_size == 16
+    assert c.topology.path_bandwidth_Bps(0, 7) == pytest.approx(300e9)
+    assert c.topology.path_bandwidth_Bps(0, 8) == pytest.approx(25e9)
+    assert preset("h100", 8).devices[0].flops_per_s == 989e12
+
+
+def test_unknown_preset_and_bad_world_are_clear_errors():
+    with pytest.raises(ValueError, match="unknown cluster 'tpu'"):
+        preset("tpu", 4)
+    with pytest.raises(ValueError, match="at least 1"):
+        preset("a100", 0)
+
+
+def test_local_cluster_is_built_from_the_calibration_file(tmp_path):
+    path = tmp_path / "cal.json"
+    save_entry(entry(2), path)
+    save_entry(entry(4), path)
+    assert sorted(load_calibration(path)) == ["h/gloo/2", "h/gloo/4"]
+    c = Cluster.local(4, path=path, host="h")
+    assert c.world_size == 4
+    assert c.topology.path_latency_s(1, 3) == 5e-5
+    assert c.devices[0].reduce_Bps == 1.2e10 and c.devices[0].flops_per_s == 1e11
+
+
+def test_missing_entry_says_how_to_make_it(tmp_path):
+    path = tmp_path / "cal.json"
+    save_entry(entry(2), path)
+    with pytest.raises(CalibrationError, match=r"distml-lab calibrate --world 3"):
+        find_entry(3, host="h", path=path)
+
+
+def test_unreadable_calibration_file_is_a_clear_error(tmp_path):
+    path = tmp_path / "cal.json"
+    path.write_text("{not json")
+    with pytest.raises(CalibrationError, match="cannot read calibration file"):
+        load_calibration(path)

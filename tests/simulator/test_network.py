@@ -1,0 +1,151 @@
+"""The network model: α-β equality without contention, fair sharing, FIFO, routing."""
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from simulator.core import Cluster, Device, Link, Topology, run_spmd
+from simulator.core.network import Contention
+
+DEV = Device("test", flops_per_s=1e12, mem_bandwidth_Bps=1e11, memory_bytes=1e9)
+
+
+def cluster(topo: Topology) -> Cluster:
+    return Cluster.homogeneous("test", DEV, topo)
+
+
+def flows(pairs, sizes):
+    """Rank program: start every (src, dst) flow at time 0; receivers wait for all."""
+
+    def program(comm):
+        todo = list(enumerate(zip(pairs, sizes, strict=True)))
+        works = [comm.isend(d, n, tag=i) for i, ((s, d), n) in todo if s == comm.rank]
+        recvs = [comm.irecv(s, n, tag=i) for i, ((s, d), n) in todo if d == comm.rank]
+        for w in works + recvs:
+            yield w.wait()
+        return comm.now
+
+    return program
+
+
+def arrivals(topo, pairs, sizes):
+    """Time each flow's bytes arrive (the receiving rank's span end), s."""
+    result = run_spmd(cluster(topo), flows(pairs, sizes))
+    recv = [s for s in result.trace if s.kind == "recv"]
+    return sorted(s.end for s in recv), result
+
+
+@given(alpha=st.floats(0, 1e-3), bw=st.floats(1e6, 1e12), n=st.integers(0, 2**30))
+def test_uncontended_message_costs_alpha_plus_n_beta(alpha, bw, n):
+    link = Link(alpha, bw, "none")
+    times, _ = arrivals(Topology.fully_connected(2, link), [(0, 1)], [n])
+    assert times[0] == pytest.approx(alpha + n / bw, rel=1e-12, abs=1e-15)
+
+
+@pytest.mark.parametrize("builder", [Topology.switch, Topology.fully_connected])
+def test_switch_path_costs_one_alpha(builder):
+    link = Link(1e-5, 1e9, "none")
+    times, _ = arrivals(builder(4, link), [(0, 3)], [10**6])
+    assert times[0] == pytest.approx(1e-5 + 1e-3)
+
+
+def test_fair_two_flows_on_one_link_each_take_twice_as_long():
+    link = Link(0.0, 1e9, "fair")
+    times, _ = arrivals(Topology.fully_connected(2, link), [(0, 1), (0, 1)], [10**9, 10**9])
+    assert times == pytest.approx([2.0, 2.0])
+
+
+def test_none_two_flows_on_one_link_do_not_interact():
+    link = Link(0.0, 1e9, "none")
+    times, _ = arrivals(Topology.fully_connected(2, link), [(0, 1), (0, 1)], [10**9, 10**9])
+    assert times == pytest.approx([1.0, 1.0])
+
+
+def test_fifo_flows_queue_one_after_another():
+    link = Link(0.0, 1e9, "fifo")
+    times, _ = arrivals(Topology.fully_connected(2, link), [(0, 1), (0, 1)], [10**9, 10**9])
+    assert times == pytest.approx([1.0, 2.0])
+
+
+def test_fair_rates_are_recomputed_when_a_flow_ends():
+    # n and 3n share the link: both run at B/2 until 2n/B, then the big one runs alone.
+    n, bw = 10**6, 1e6
+    times, _ = arrivals(Topology.fully_connected(2, Link(0.0, bw, "fair")), [(0, 1), (0, 1)],
+                        [n, 3 * n])
+    assert times == pytest.approx([2.0, 4.0])
+
+
+def test_full_duplex_directions_do_not_share():
+    times, _ = arrivals(Topology.fully_connected(2, Link(0.0, 1e9, "fair")), [(0, 1), (1, 0)],
+                        [10**9, 10**9])
+    assert times == pytest.approx([1.0, 1.0])
+
+
+def test_max_min_fairness_gives_a_capped_flows_share_to_the_other():
+    # 0 -> 1 is capped at 2 B/s by an uncontended slow hop; 0 -> 2 takes the other 8 B/s.
+    links = {frozenset((0, "s")): Link(0.0, 10.0, "fair"),
+             frozenset((1, "s")): Link(0.0, 2.0, "none"),
+             frozenset((2, "s")): Link(0.0, 10.0, "fair")}
+    times, _ = arrivals(Topology(3, links), [(0, 1), (0, 2)], [16, 16])
+    assert times == pytest.approx([2.0, 8.0])
+
+
+def test_switch_port_is_shared_by_flows_into_one_rank():
+    topo = Topology.switch(3, Link(0.0, 1e9, "fair"))
+    times, _ = arrivals(topo, [(0, 2), (1, 2)], [10**9, 10**9])
+    assert times == pytest.approx([2.0, 2.0])
+
+
+def test_bytes_are_counted_on_every_hop():
+    topo = Topology.switch(3, Link(0.0, 1e9, "none"))
+    _, result = arrivals(topo, [(0, 2)], [1000])
+    assert result.bytes_per_channel == {(0, "sw"): 1000, ("sw", 2): 1000}
+
+
+def test_ring_routes_the_short_way_round():
+    topo = Topology.ring(6, Link(1.0, 1e9))
+    assert [c[1] for c in topo.route(0, 2)] == [1, 2]
+    assert [c[1] for c in topo.route(0, 5)] == [5]
+    assert topo.path_latency_s(0, 3) == 3.0
+
+
+def test_two_level_keeps_intra_node_traffic_on_the_node_switch():
+    topo = Topology.two_level(2, 4, Link(2e-6, 300e9), Link(5e-6, 25e9))
+    assert topo.route(0, 3) == ((0, "node0"), ("node0", 3))
+    assert topo.route(0, 5) == ((0, "fabric"), ("fabric", 5))
+    assert topo.path_latency_s(0, 5) == pytest.approx(5e-6)
+    assert topo.path_bandwidth_Bps(0, 3) == 300e9
+
+
+def test_fat_tree_spreads_cross_leaf_traffic_over_spines():
+    topo = Topology.fat_tree(8, 4, 2, Link(1e-6, 1e9), Link(1e-6, 2e9))
+    assert len(topo.route(0, 1)) == 2
+    assert len(topo.route(0, 4)) == 4
+    spines = {topo.route(s, d)[1][1] for s in range(4) for d in range(4, 8)}
+    assert spines == {"spine0", "spine1"}
+
+
+@pytest.mark.parametrize("model", ["none", "fifo", "fair"])
+def test_same_inputs_give_identical_results(model: Contention):
+    topo = Topology.switch(4, Link(1e-6, 1e9, model))
+    pairs = [(0, 1), (2, 1), (3, 0), (1, 3)]
+    a = run_spmd(cluster(topo), flows(pairs, [7 * 10**5, 10**6, 3, 10**4]))
+    b = run_spmd(cluster(topo), flows(pairs, [7 * 10**5, 10**6, 3, 10**4]))
+    assert a.trace.spans == b.trace.spans and a.finish_s == b.finish_s
+
+
+def test_bad_links_are_refused():
+    with pytest.raises(ValueError, match="bandwidth"):
+        Link(0.0, 0.0)
+    with pytest.raises(ValueError, match="contention"):
+        Link(0.0, 1.0, "lossy")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="latency"):
+        Link(-1.0, 1.0)
+    assert math.isclose(Link(1e-6, 1e9).beta_s_per_B, 1e-9)
+
+
+def test_with_contention_replaces_every_link():
+    topo = Topology.switch(3, Link(0.0, 1.0, "fair")).with_contention("none")
+    assert topo.contention == "none"
