@@ -82,28 +82,51 @@ def test_never_returns_a_negative_latency():
 
 REAL_SIZES = [64 * KiB, 256 * KiB, 1 * MiB, 4 * MiB, 16 * MiB]
 REAL_REPEATS = 15
+MAX_LAUNCHES = 3
+TOLERANCE = 0.25  # median relative error; loose, because this VM has 2 shared vCPUs
 
 
-@pytest.fixture(scope="module")
-def measured_round_trips():
-    """Median ping-pong round trip of each REAL_SIZES on 2 real ranks, s (one launch)."""
-    from backends.launch import spawn
-    from lab.compare import measure_twin
-
-    timings = spawn(measure_twin, 2, "ping_pong", REAL_SIZES, REAL_REPEATS, backend="gloo",
-                    timeout=60)[0]
-    return [t["median_s"] for t in timings]
-
-
-def test_simulated_ping_pong_matches_the_measured_one(measured_round_trips):
-    one_way = [t / 2 for t in measured_round_trips]
-    alpha, beta = fit(REAL_SIZES, one_way)
+def simulated_errors(alpha, beta, round_trips):
+    """|simulated − measured| / measured ping-pong round trip of each REAL_SIZES, on 2 ranks
+    fully connected by one ``Link(α, 1/β)`` without contention."""
     link = Link(alpha, 1 / beta, "none")
     cpu = Device("this-machine", flops_per_s=1e10, mem_bandwidth_Bps=1e10,
                  memory_bytes=math.inf)
     cluster = Cluster.homogeneous("fitted", cpu, Topology.fully_connected(2, link))
-    errors = [abs(run_spmd(cluster, ping_pong, n).makespan_s - t) / t
-              for n, t in zip(REAL_SIZES, measured_round_trips, strict=True)]
+    return [abs(run_spmd(cluster, ping_pong, n).makespan_s - t) / t
+            for n, t in zip(REAL_SIZES, round_trips, strict=True)]
+
+
+@pytest.fixture(scope="module")
+def measured_round_trips():
+    """Median real ping-pong round trip of each REAL_SIZES on 2 ranks, s: one launch.
+
+    On 2 shared vCPUs a launch now and then finds the scheduler waking the ranks late for most
+    repeats of a size. Such a sweep fits no line: the lab's own calibration fit misses it by
+    more than TOLERANCE, so it says nothing about the fit under test and is measured again
+    (at most MAX_LAUNCHES launches in all).
+    """
+    from backends.launch import spawn
+    from lab.compare import measure_twin
+
+    for _ in range(MAX_LAUNCHES):
+        timings = spawn(measure_twin, 2, "ping_pong", REAL_SIZES, REAL_REPEATS,
+                        backend="gloo", timeout=60)[0]
+        round_trips = [t["median_s"] for t in timings]
+        reference = lab_fit(REAL_SIZES, [t / 2 for t in round_trips])
+        if statistics.median(simulated_errors(reference.alpha_s, reference.beta_s_per_B,
+                                              round_trips)) <= TOLERANCE:
+            break
+    return round_trips
+
+
+def test_simulated_ping_pong_predicts_the_measured_one(measured_round_trips):
+    one_way = [t / 2 for t in measured_round_trips]  # the ping-pong is two messages
+    alpha, beta = fit(REAL_SIZES, one_way)
+    errors = simulated_errors(alpha, beta, measured_round_trips)
+    reference = lab_fit(REAL_SIZES, one_way)
     report = ", ".join(f"{n // KiB} KiB {e:.0%}" for n, e in zip(REAL_SIZES, errors, strict=True))
-    # Loose: this is 2 shared vCPUs, where a descheduled rank adds milliseconds at random.
-    assert statistics.median(errors) <= 0.25, f"relative error per size: {report}"
+    assert statistics.median(errors) <= TOLERANCE, (
+        f"simulated vs measured round trip, relative error per size: {report} "
+        f"(your fit: α = {alpha * 1e6:.1f} µs, 1/β = {1 / beta / 1e9:.2f} GB/s; the lab's fit: "
+        f"α = {reference.alpha_s * 1e6:.1f} µs, 1/β = {reference.bandwidth_Bps / 1e9:.2f} GB/s)")
