@@ -32,10 +32,10 @@ def stage_notebooks(book: Path, execute: bool = True) -> list[Path]:
     target.mkdir(parents=True)
     staged = []
     with tempfile.TemporaryDirectory() as tmp:
-        env = {"DISTML_SMOKE": "1", "MPLBACKEND": "Agg",
-               "DISTML_CALIBRATION": str(Path(tmp) / "calibration.json")}
-        saved = {k: os.environ.get(k) for k in env}
+        env = {"DISTML_SMOKE": "1", "DISTML_CALIBRATION": str(Path(tmp) / "calibration.json")}
+        saved = {k: os.environ.get(k) for k in [*env, "MPLBACKEND"]}
         os.environ.update(env)
+        os.environ.pop("MPLBACKEND", None)  # the kernel's inline backend puts figures in the book
         try:
             for source in sorted((ROOT / "notebooks").glob("*.ipynb")):
                 nb = nbformat.read(source, as_version=4)  # type: ignore[no-untyped-call]

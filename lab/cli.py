@@ -20,7 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from lab.units import UsageError, format_size, parse_sizes, parse_worlds
+from lab.tables import format_table
+from lab.units import UsageError, parse_sizes, parse_worlds
 
 EXIT_USAGE = 2
 
@@ -100,31 +101,6 @@ def _emit(args: argparse.Namespace, doc: Any, table: list[dict[str, Any]],
         print(json.dumps(doc, indent=2))
         return
     print(format_table(table, columns))
-
-
-def format_table(rows: list[dict[str, Any]], columns: Sequence[tuple[str, str]]) -> str:
-    """A fixed-width text table; ``columns`` are (key, header). Times print in µs."""
-
-    def cell(key: str, value: Any) -> str:
-        if value is None:
-            return "-"
-        if key == "bytes":
-            return format_size(value)
-        if key.endswith("_s"):
-            return f"{value * 1e6:.1f}"
-        if key == "rel_error":
-            return f"{value:+.1%}"
-        if isinstance(value, float):
-            return f"{value:.4g}"
-        return str(value)
-
-    headers = [h for _, h in columns]
-    body = [[cell(k, row.get(k)) for k, _ in columns] for row in rows]
-    widths = [max(len(h), *(len(r[i]) for r in body)) if body else len(h)
-              for i, h in enumerate(headers)]
-    lines = ["  ".join(h.rjust(w) for h, w in zip(headers, widths, strict=True))]
-    lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in body]
-    return "\n".join(lines)
 
 
 def cmd_list(args: argparse.Namespace) -> None:

@@ -64,16 +64,25 @@ def plot_compare(records: Sequence[Any], path: str | Path | None = None,
     return _save(fig, path)
 
 
-def _draw_timeline(ax: Any, trace: Trace, title: str) -> None:
+def time_unit(seconds: float) -> tuple[str, float]:
+    """A unit that makes ``seconds`` read as a small number: (name, scale)."""
+    for name, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if seconds >= scale:
+            return name, scale
+    return "ns", 1e-9
+
+
+def _draw_timeline(ax: Any, trace: Trace, title: str, unit: tuple[str, float]) -> None:
+    name, scale = unit
     ranks = sorted({s.rank for s in trace})
     for s in trace:
-        ax.barh(s.rank, max(s.duration, 1e-9), left=s.start, height=0.6,
+        ax.barh(s.rank, max(s.duration, 1e-12) / scale, left=s.start / scale, height=0.6,
                 color=KIND_COLOURS.get(s.kind, "tab:cyan"), edgecolor="black", linewidth=0.3)
     ax.set_yticks(ranks)
     ax.set_yticklabels([f"rank {r}" for r in ranks])
     ax.invert_yaxis()
     ax.set_title(title)
-    ax.set_xlabel("time (s)")
+    ax.set_xlabel(f"time ({name})")
 
 
 def plot_timelines(predicted: Trace, measured: Trace | None = None,
@@ -85,9 +94,11 @@ def plot_timelines(predicted: Trace, measured: Trace | None = None,
     panels = 2 if measured is not None else 1
     fig, axes = plt.subplots(panels, 1, figsize=(7.5, 1.2 + 1.6 * panels), sharex=True,
                              squeeze=False)
-    _draw_timeline(axes[0][0], predicted.shifted(), f"predicted {title}".strip())
+    traces = [predicted.shifted()] + ([measured.shifted()] if measured is not None else [])
+    unit = time_unit(max((s.end for t in traces for s in t), default=0.0))
+    _draw_timeline(axes[0][0], traces[0], f"predicted {title}".strip(), unit)
     if measured is not None:
-        _draw_timeline(axes[1][0], measured.shifted(), f"measured {title}".strip())
+        _draw_timeline(axes[1][0], traces[1], f"measured {title}".strip(), unit)
     handles = [Rectangle((0, 0), 1, 1, color=c) for c in KIND_COLOURS.values()]
     kinds = {s.kind for s in predicted} | ({s.kind for s in measured} if measured else set())
     shown = [(h, k) for h, k in zip(handles, KIND_COLOURS, strict=True) if k in kinds]

@@ -1,5 +1,7 @@
 """The shared chunking rule: contiguous, covering, sizes within one element."""
 
+import itertools
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -13,4 +15,4 @@ def test_chunks_cover_the_buffer_and_differ_by_at_most_one(count, parts):
     assert max(sizes) - min(sizes) <= 1 and sizes == sorted(sizes, reverse=True)
     bounds = chunk_bounds(count, parts)
     assert bounds[0][0] == 0 and bounds[-1][1] == count
-    assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:], strict=False))
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(bounds))
