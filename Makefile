@@ -27,7 +27,7 @@ report: demo
 test: $(STAMP) lint pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check simulator backends lab exercises solutions tests benchmarks
+	$(BIN)/ruff check simulator backends lab exercises solutions tests benchmarks notebooks
 	$(BIN)/mypy simulator
 	$(BIN)/mypy backends lab
 
