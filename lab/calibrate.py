@@ -6,6 +6,9 @@ Only primitives are measured (DESIGN.md, "The lab"):
   time ``t(n)`` is half the round trip, and α, β come from a least-squares fit of
   ``t(n) = α + n·β`` that minimises *relative* error (so 1 KiB and 64 MiB points count alike);
   the fit's residuals are stored beside it;
+* **concurrent exchange** — every rank pairs with a partner (0↔1, 2↔3, …) and both send at
+  once (IMB's "Exchange" pattern); the aggregate bytes per second of all these messages is the
+  host's *bus* bandwidth: on one machine, loopback messages share the same cores and memory;
 * **reduction** (γ) — ``a.add_(b)`` on float32 buffers, in every rank at once;
 * **copy** — ``dst.copy_(src)``, in every rank at once;
 * **compute** — a float32 matmul, in every rank at once (FLOP/s per rank).
@@ -23,6 +26,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -70,6 +74,27 @@ def fit_alpha_beta(sizes: Sequence[float], times_s: Sequence[float]) -> Fit:
     return Fit(float(alpha), float(beta), residuals)
 
 
+EXCHANGE_MIN_BYTES = 2**20
+"""The exchange measures bandwidth, so only messages this large (bytes) take part."""
+
+
+def _exchange(send: Any, recv: Any) -> None:
+    """Send to the partner and receive from it at once (rank r pairs with r xor 1)."""
+    import torch.distributed as dist
+
+    peer = dist.get_rank() ^ 1
+    if peer < dist.get_world_size():
+        request = dist.isend(send, peer)
+        dist.recv(recv, peer)
+        if request is not None:
+            request.wait()
+
+
+def exchange_flows(world_size: int) -> int:
+    """Messages in flight during one exchange: both directions of each full pair."""
+    return 2 * (world_size // 2)
+
+
 def measure_primitives(sizes: Sequence[int], repeats: int) -> dict[str, object]:
     """Rank function (run under :func:`backends.launch.spawn`): every primitive, measured."""
     import torch
@@ -82,6 +107,11 @@ def measure_primitives(sizes: Sequence[int], repeats: int) -> dict[str, object]:
     bufs = [torch.zeros(nbytes, dtype=torch.uint8) for nbytes in sizes]
     timings = measure_many([functools.partial(ping_pong, buf) for buf in bufs], repeats=repeats)
     p2p = [t.median_s / 2 for t in timings]
+    big = [b for b in bufs if b.numel() >= EXCHANGE_MIN_BYTES]
+    spare = [torch.empty_like(b) for b in big]
+    pairs = zip(big, spare, strict=True)
+    exchange = measure_many([functools.partial(_exchange, b, s) for b, s in pairs],
+                            repeats=repeats)
 
     elems = 4 * 2**20  # 16 MiB of float32: larger than the caches, like a gradient bucket
     a, b = torch.rand(elems), torch.rand(elems)
@@ -90,7 +120,9 @@ def measure_primitives(sizes: Sequence[int], repeats: int) -> dict[str, object]:
     m = 256
     x, y = torch.rand(m, m), torch.rand(m, m)
     mm_s = measure(lambda: torch.mm(x, y), repeats=repeats).median_s
-    return {"world_size": world, "p2p_times_s": p2p, "reduce_Bps": 4 * elems / reduce_s,
+    return {"world_size": world, "p2p_times_s": p2p,
+            "exchange_sizes": [b.numel() for b in big],
+            "exchange_times_s": [t.median_s for t in exchange], "reduce_Bps": 4 * elems / reduce_s,
             "memcpy_Bps": 4 * elems / copy_s, "flops_per_s": 2 * m**3 / mm_s,
             "torch_version": torch.__version__}
 
@@ -109,13 +141,20 @@ def calibrate(world_size: int = 2, backend: str = "gloo", sizes: Sequence[int] =
     result = spawn(measure_primitives, world_size, sizes, repeats, backend=backend,
                    timeout=timeout)[0]
     fit = fit_alpha_beta(sizes, result["p2p_times_s"])
+    ex_sizes, ex_times = result["exchange_sizes"], result["exchange_times_s"]
+    bus = 0.0
+    if len(ex_sizes) >= 2:
+        flows = exchange_flows(world_size)
+        bus = fit_alpha_beta([flows * n for n in ex_sizes], ex_times).bandwidth_Bps
     entry = CalibrationEntry(
         host=this_host(), backend=backend, world_size=world_size,
         latency_s=fit.alpha_s, bandwidth_Bps=fit.bandwidth_Bps,
         reduce_Bps=float(result["reduce_Bps"]), memcpy_Bps=float(result["memcpy_Bps"]),
-        flops_per_s=float(result["flops_per_s"]), cores=os.cpu_count() or 1,
+        flops_per_s=float(result["flops_per_s"]), bus_bandwidth_Bps=bus,
+        cores=os.cpu_count() or 1,
         p2p_sizes=list(sizes), p2p_times_s=list(result["p2p_times_s"]),
         fit_rel_residuals=list(fit.rel_residuals),
+        exchange_sizes=list(ex_sizes), exchange_times_s=list(ex_times),
         created=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         torch_version=str(result["torch_version"]))
     save_entry(entry, path)

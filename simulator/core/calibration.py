@@ -39,10 +39,14 @@ class CalibrationEntry:
         reduce_Bps: elementwise float32 sum, bytes of output per second (γ = 1/reduce_Bps).
         memcpy_Bps: tensor copy, bytes per second.
         flops_per_s: float32 matmul, FLOP/s per rank.
+        bus_bandwidth_Bps: aggregate bytes/s of all ranks exchanging at once (0: not
+            measured); the host's shared bus in :meth:`Topology.shared_bus`.
         cores: CPU cores of the host.
         p2p_sizes: the ping-pong sizes measured, bytes.
         p2p_times_s: median one-way time at each size, s.
         fit_rel_residuals: (fit − measured)/measured at each size.
+        exchange_sizes: sizes of the concurrent-exchange measurement, bytes per message.
+        exchange_times_s: median time of each exchange, s.
         created: ISO time of the measurement.
         torch_version: the PyTorch that measured it.
     """
@@ -55,10 +59,13 @@ class CalibrationEntry:
     reduce_Bps: float
     memcpy_Bps: float
     flops_per_s: float
+    bus_bandwidth_Bps: float = 0.0
     cores: int = 1
     p2p_sizes: list[int] = field(default_factory=list)
     p2p_times_s: list[float] = field(default_factory=list)
     fit_rel_residuals: list[float] = field(default_factory=list)
+    exchange_sizes: list[int] = field(default_factory=list)
+    exchange_times_s: list[float] = field(default_factory=list)
     created: str = ""
     torch_version: str = ""
 

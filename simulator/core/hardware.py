@@ -108,10 +108,14 @@ class Cluster:
     @classmethod
     def from_calibration(cls, entry: CalibrationEntry, world_size: int | None = None,
                          contention: Contention = "fair") -> Cluster:
-        """The simulated twin of a calibrated machine: ranks fully connected over loopback.
+        """The simulated twin of a calibrated machine: ranks as processes on one host.
 
         Each rank is a CPU process. Its rates are the ones measured with ``entry.world_size``
-        ranks running at once, so contention for cores is already in them.
+        ranks running at once, so contention for cores is already in them. Messages cross
+        :meth:`Topology.shared_bus`: a port per rank (α and B of the ping-pong fit) and one
+        bus shared by all messages (the aggregate bandwidth of concurrent exchanges). The bus
+        is never slower than one message alone was measured to go, so it is at least B.
+        Without an exchange measurement the ranks are simply fully connected.
         """
         world_size = world_size or entry.world_size
         device = Device(
@@ -119,7 +123,11 @@ class Cluster:
             mem_bandwidth_Bps=3 * entry.reduce_Bps, memory_bytes=math.inf,
             reduce_Bps=entry.reduce_Bps, memcpy_Bps=entry.memcpy_Bps)
         link = Link(entry.latency_s, entry.bandwidth_Bps, contention)
-        topo = Topology.fully_connected(world_size, link)
+        if entry.bus_bandwidth_Bps > 0:
+            bus = max(entry.bus_bandwidth_Bps, entry.bandwidth_Bps)
+            topo = Topology.shared_bus(world_size, link, bus)
+        else:
+            topo = Topology.fully_connected(world_size, link)
         return cls.homogeneous(f"local-{entry.backend}x{world_size}", device, topo)
 
     @classmethod

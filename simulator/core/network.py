@@ -253,6 +253,32 @@ class Topology:
         return cls(world_size, links, "fat_tree", router)
 
 
+    @classmethod
+    def shared_bus(cls, world_size: int, port: Link, bus_Bps: float) -> Topology:
+        """Ranks on one machine: each has a port, and *every* message crosses one shared bus.
+
+        Ranks that are processes on one host talk over loopback: each message is copied by
+        the CPUs through the kernel, so concurrent messages compete for the same cores and
+        memory bus however their endpoints differ. A message from ``a`` to ``b`` goes
+        ``a -> "bus_in" -> "bus_out" -> b``: rank ``a``'s port (``port``), the shared bus
+        channel (``bus_Bps``, carrying the whole path latency ``port.latency_s``), then
+        ``b``'s port. One message alone moves at ``min(port, bus)``; ``k`` at once share the
+        bus (with ``fair`` contention), which is what a calibration with concurrent
+        exchanges measures (:mod:`lab.calibrate`).
+        """
+        port_link = replace(port, latency_s=0.0)
+        bus = replace(port, bandwidth_Bps=bus_Bps)
+        links: dict[frozenset[Node], Link] = {frozenset(("bus_in", "bus_out")): bus}
+        for r in range(world_size):
+            links[frozenset((r, "bus_in"))] = port_link
+            links[frozenset((r, "bus_out"))] = port_link
+
+        def router(topo: Topology, src: int, dst: int) -> list[Node]:
+            return [src] if src == dst else [src, "bus_in", "bus_out", dst]
+
+        return cls(world_size, links, "shared_bus", router)
+
+
 def _other(key: frozenset[Node], node: Node) -> Node:
     (other,) = key - {node}
     return other

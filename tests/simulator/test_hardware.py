@@ -50,3 +50,13 @@ def test_unreadable_calibration_file_is_a_clear_error(tmp_path):
     path.write_text("{not json")
     with pytest.raises(CalibrationError, match="cannot read calibration file"):
         load_calibration(path)
+
+
+def test_measured_bus_bandwidth_puts_ranks_on_a_shared_bus():
+    from dataclasses import replace
+
+    c = Cluster.from_calibration(replace(entry(4), bus_bandwidth_Bps=3e9))
+    assert c.topology.name == "shared_bus"
+    # the bus is never slower than one message alone was measured to go (B = 4 GB/s)
+    assert c.topology.path_bandwidth_Bps(0, 3) == 4e9
+    assert c.topology.path_latency_s(0, 3) == 5e-5
