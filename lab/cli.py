@@ -195,10 +195,18 @@ def cmd_compare(args: argparse.Namespace) -> None:
         write_csv(rows, out / f"{twin.name}.csv")
         write_json({"records": rows}, out / f"{twin.name}.json")
         plot_compare(records, out / f"{twin.name}.png")
+    columns = [("world", "world"), ("bytes", "size"), ("predicted_s", "predicted(us)"),
+               ("measured_median_s", "measured(us)"), ("measured_p10_s", "p10(us)"),
+               ("measured_p90_s", "p90(us)"), ("rel_error", "error")]
+    if twin.operation:  # a collective: nccl-tests' columns, and PyTorch's built-in beside ours
+        columns = [("world", "world"), ("bytes", "size(B)"), ("count", "count"),
+                   ("dtype", "type"), ("redop", "redop"), ("root", "root"),
+                   ("measured_median_s", "time(us)"), ("algbw_GBps", "algbw(GB/s)"),
+                   ("busbw_GBps", "busbw(GB/s)"), ("builtin_median_s", "builtin(us)"),
+                   ("builtin_busbw_GBps", "builtin busbw"), ("predicted_s", "predicted(us)"),
+                   ("rel_error", "error")]
     _emit(args, {"records": rows, "median_abs_rel_error": median_abs_error(records)}, rows,
-          [("world", "world"), ("bytes", "size"), ("predicted_s", "predicted(us)"),
-           ("measured_median_s", "measured(us)"), ("measured_p10_s", "p10(us)"),
-           ("measured_p90_s", "p90(us)"), ("rel_error", "error")])
+          columns)
     if not args.json:
         print(f"median |relative error|: {median_abs_error(records):.1%}")
 

@@ -42,16 +42,26 @@ class Record:
     rel_error: float
     closed_form_s: float | None = None
     cluster: str = "local"
+    count: int = 0
+    dtype: str = "uint8"
+    redop: str = "none"
+    root: int = 0
+    algbw_GBps: float = 0.0
+    busbw_GBps: float = 0.0
+    builtin_median_s: float | None = None
+    builtin_busbw_GBps: float | None = None
 
 
 def closed_form(twin: Twin, cluster: Cluster, nbytes: int) -> float | None:
-    """The twin's formula with the cluster's rank 0 → 1 path α and β (None if it has none)."""
+    """The twin's formula with the cluster's rank 0 → 1 path α and β and rank 0's γ
+    (None if it has none)."""
     if twin.closed_form is None or cluster.world_size < 2:
         return None
     topo = cluster.topology
     alpha = topo.path_latency_s(0, 1)
     beta = 1.0 / topo.path_bandwidth_Bps(0, 1)
-    return twin.closed_form(cluster.world_size, nbytes, alpha, beta)
+    return twin.closed_form(cluster.world_size, nbytes, alpha, beta,
+                            cluster.devices[0].gamma_s_per_B)
 
 
 def predict(twin: Twin, world: int, sizes: Sequence[int], cluster: str = "local",
@@ -79,13 +89,20 @@ def _check_world(twin: Twin, world: int) -> None:
 # ---- the real side ------------------------------------------------------------------------
 
 def measure_twin(name: str, sizes: Sequence[int], repeats: int) -> list[dict[str, Any]]:
-    """Rank function: check the real twin against PyTorch once, then time each size."""
+    """Rank function: check the real twin against PyTorch once, then time each size — and,
+    for a collective, PyTorch's built-in side by side, interleaved in the same rounds."""
     from backends.measure import measure_many
 
     twin = get_twin(name)
     twin.check(min(sizes, default=0))
     steps = [twin.real_step(nbytes, None) for nbytes in sizes]
-    return [t.as_dict() for t in measure_many(steps, repeats=repeats)]
+    if twin.builtin_step is not None:
+        steps += [twin.builtin_step(nbytes) for nbytes in sizes]
+    timings = [t.as_dict() for t in measure_many(steps, repeats=repeats)]
+    ours, builtin = timings[:len(sizes)], timings[len(sizes):]
+    for row, other in zip(ours, builtin, strict=False):
+        row["builtin_median_s"] = other["median_s"]
+    return ours
 
 
 def trace_twin(name: str, nbytes: int) -> list[dict[str, Any]]:
@@ -154,16 +171,28 @@ def compare(twin: Twin, worlds: Sequence[int], sizes: Sequence[int], repeats: in
             predicted = predict(twin, world, sizes, "local", calibration, backend)
             measured = run_real(twin, world, sizes, repeats, backend)
             for pred, meas in zip(predicted, measured, strict=True):
-                records.append(Record(
-                    twin=twin.name, world=world, bytes=pred["bytes"],
-                    predicted_s=pred["predicted_s"], measured_median_s=meas["median_s"],
-                    measured_p10_s=meas["p10_s"], measured_p90_s=meas["p90_s"],
-                    rel_error=(pred["predicted_s"] - meas["median_s"]) / meas["median_s"],
-                    closed_form_s=pred["closed_form_s"]))
+                records.append(_record(twin, world, pred, meas))
                 bar.update(1)
     finally:
         bar.close()
     return records
+
+
+def _record(twin: Twin, world: int, pred: dict[str, Any], meas: dict[str, Any]) -> Record:
+    """One point: prediction, measurement, error, and nccl-tests' columns."""
+    from lab.nccl_tests import algbw_GBps, busbw_GBps
+
+    nbytes, median = pred["bytes"], meas["median_s"]
+    op = twin.operation or twin.name
+    builtin = meas.get("builtin_median_s")
+    return Record(
+        twin=twin.name, world=world, bytes=nbytes, predicted_s=pred["predicted_s"],
+        measured_median_s=median, measured_p10_s=meas["p10_s"], measured_p90_s=meas["p90_s"],
+        rel_error=(pred["predicted_s"] - median) / median, closed_form_s=pred["closed_form_s"],
+        count=nbytes // twin.itemsize, dtype=twin.dtype, redop=twin.redop,
+        algbw_GBps=algbw_GBps(nbytes, median), busbw_GBps=busbw_GBps(op, world, nbytes, median),
+        builtin_median_s=builtin,
+        builtin_busbw_GBps=None if builtin is None else busbw_GBps(op, world, nbytes, builtin))
 
 
 def median_abs_error(records: Sequence[Record]) -> float:

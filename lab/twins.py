@@ -9,6 +9,9 @@ A :class:`Twin` ties together
   buffers and returns a zero-argument function that runs the algorithm once;
 * ``check(nbytes)`` — *inside a rank*: runs the algorithm once and compares its result with
   PyTorch's built-in equivalent (raises if they differ);
+* ``builtin_step(nbytes)`` — *inside a rank*: the same operation done by PyTorch's built-in
+  collective, timed side by side with ours (collectives only);
+* ``operation`` — the collective it implements (``all_reduce`` …), for nccl-tests' busbw;
 * the default and quick sweeps (world sizes and message sizes, bytes).
 
 ``distml-lab list`` prints the registry. Chapters add their twins with :func:`register`.
@@ -36,7 +39,12 @@ class Twin:
     simulate: Callable[[Cluster, int], SimResult]
     real_step: Callable[[int, Any], Callable[[], None]]
     check: Callable[[int], None]
-    closed_form: Callable[[int, int, float, float], float] | None = None
+    closed_form: Callable[[int, int, float, float, float], float] | None = None
+    builtin_step: Callable[[int], Callable[[], None]] | None = None
+    operation: str | None = None
+    itemsize: int = 1
+    dtype: str = "uint8"
+    redop: str = "none"
     worlds: tuple[int, ...] = (2,)
     sizes: tuple[int, ...] = tuple(2**k for k in range(16, 27))
     quick_worlds: tuple[int, ...] = (2,)
@@ -46,6 +54,7 @@ class Twin:
     def describe(self) -> dict[str, Any]:
         """A plain-dict summary (``distml-lab list --json``)."""
         return {"name": self.name, "chapter": self.chapter, "summary": self.summary,
+                "operation": self.operation, "builtin": self.builtin_step is not None,
                 "closed_form": self.closed_form is not None, "min_world": self.min_world,
                 "worlds": list(self.worlds), "sizes": list(self.sizes),
                 "quick_worlds": list(self.quick_worlds), "quick_sizes": list(self.quick_sizes)}

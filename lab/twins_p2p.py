@@ -60,7 +60,7 @@ PING_PONG = register(Twin(
     name="ping_pong", chapter="1-2",
     summary="rank 0 sends n bytes to rank 1 and gets them back: 2(α + nβ)",
     simulate=spmd(sim_p2p.ping_pong), real_step=_ping_pong_step, check=_ping_pong_check,
-    closed_form=lambda p, n, a, b: sim_p2p.ping_pong_cost(n, a, b),
+    closed_form=lambda p, n, a, b, g: sim_p2p.ping_pong_cost(n, a, b),
     worlds=(2,), sizes=tuple(2**k for k in range(16, 27)),
     quick_worlds=(2,), quick_sizes=(64 * KiB, 1 * MiB, 16 * MiB, 64 * MiB), min_world=2))
 
@@ -68,6 +68,6 @@ ONE_TO_ALL = register(Twin(
     name="one_to_all", chapter="1-2",
     summary="the root sends n bytes to each other rank in turn: (p − 1)(α + nβ)",
     simulate=spmd(sim_p2p.one_to_all), real_step=_one_to_all_step, check=_one_to_all_check,
-    closed_form=sim_p2p.one_to_all_cost,
+    closed_form=lambda p, n, a, b, g: sim_p2p.one_to_all_cost(p, n, a, b),
     worlds=(2, 3, 4), sizes=tuple(2**k for k in range(16, 27, 2)),
     quick_worlds=(2, 3), quick_sizes=(64 * KiB, 1 * MiB, 16 * MiB), min_world=2))
