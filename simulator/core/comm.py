@@ -73,12 +73,18 @@ class _World:
     memory: list[int] = field(default_factory=list)
     peak_memory: list[int] = field(default_factory=list)
     waiting: dict[int, str] = field(default_factory=dict)
+    group_ids: dict[tuple[int, ...], int] = field(default_factory=dict)
 
     def arrival(self, key: tuple[Any, ...]) -> simpy.Event:
+        """The event of one message's arrival (made by whichever side comes first)."""
         event = self.arrivals.get(key)
         if event is None:
             event = self.arrivals[key] = self.env.event()
         return event
+
+    def group_id(self, ranks: tuple[int, ...]) -> int:
+        """A small number naming a group (cheap to hash in every message key)."""
+        return self.group_ids.setdefault(ranks, len(self.group_ids))
 
 
 class SimComm:
@@ -95,6 +101,7 @@ class SimComm:
         self.global_rank = global_rank
         self.rank = self.ranks.index(global_rank)
         self.world_size = len(self.ranks)
+        self._group = world.group_id(self.ranks)
         self.device = world.cluster.devices[global_rank]
 
     # -- basics ---------------------------------------------------------------------------
@@ -126,7 +133,7 @@ class SimComm:
     # -- point to point --------------------------------------------------------------------
 
     def _key(self, src: int, dst: int, tag: int) -> tuple[Any, ...]:
-        return (self.ranks, self.ranks[src], self.ranks[dst], tag)
+        return (self._group, self.ranks[src], self.ranks[dst], tag)
 
     def _check_peer(self, peer: int) -> None:
         if not 0 <= peer < self.world_size:
@@ -159,6 +166,7 @@ class SimComm:
     def _await(self, src: int, nbytes: int | None, key: tuple[Any, ...], tag: int) -> SimGen:
         start = self.now
         got = yield self._world.arrival(key)
+        del self._world.arrivals[key]  # matched: forget it, so long runs stay fast
         if nbytes is not None and got != nbytes:
             raise ValueError(f"rank {self.rank} expected {nbytes} B from rank {src} "
                              f"(tag {tag}) but {got} B were sent")

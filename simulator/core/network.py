@@ -87,7 +87,9 @@ class Topology:
 
     Routes are shortest paths by cost α + 1 MiB/B (so a fast NVLink hop beats a slow NIC hop
     of the same length), ties broken by node order; a builder may pass its own ``router``
-    (the fat tree spreads flows over its spines). Routes are computed once per pair and cached.
+    (the fat tree spreads flows over its spines; the switch and two-level builders name their
+    shortest paths directly, sparing a search per pair on thousands of ranks). Routes are
+    computed once per pair and cached.
     """
 
     world_size: int
@@ -201,7 +203,11 @@ class Topology:
         port = replace(link, latency_s=link.latency_s / 2)
         links: dict[frozenset[Node], Link] = {frozenset((r, "sw")): port
                                               for r in range(world_size)}
-        return cls(world_size, links, "switch")
+
+        def router(topo: Topology, src: int, dst: int) -> list[Node]:
+            return [src] if src == dst else [src, "sw", dst]  # the only path: no search
+
+        return cls(world_size, links, "switch", router)
 
     @classmethod
     def two_level(cls, nodes: int, ranks_per_node: int, intra: Link, inter: Link) -> Topology:
@@ -220,7 +226,20 @@ class Topology:
             links[frozenset((r, f"node{r // ranks_per_node}"))] = intra_port
             if nodes > 1:
                 links[frozenset((r, "fabric"))] = inter_port
-        return cls(world_size, links, "two_level")
+        # The shortest paths, without a search per pair (thousands of ranks): between nodes
+        # the fabric; inside a node the node switch unless the fabric hop is cheaper (a tie
+        # goes to the fabric, as the search would have it).
+        via_node = nodes == 1 or _hop_cost(intra_port) < _hop_cost(inter_port)
+
+        def router(topo: Topology, src: int, dst: int) -> list[Node]:
+            if src == dst:
+                return [src]
+            node = src // ranks_per_node
+            if via_node and dst // ranks_per_node == node:
+                return [src, f"node{node}", dst]
+            return [src, "fabric", dst]
+
+        return cls(world_size, links, "two_level", router)
 
     @classmethod
     def fat_tree(cls, world_size: int, hosts_per_leaf: int, spines: int,
@@ -279,6 +298,11 @@ class Topology:
         return cls(world_size, links, "shared_bus", router)
 
 
+def _hop_cost(link: Link) -> float:
+    """What a hop costs when choosing routes: α + 1 MiB/B, s."""
+    return link.latency_s + 2**20 / link.bandwidth_Bps
+
+
 def _other(key: frozenset[Node], node: Node) -> Node:
     (other,) = key - {node}
     return other
@@ -289,6 +313,24 @@ def _node_order(node: Node) -> tuple[int, int, str]:
 
 
 # ---- run time ---------------------------------------------------------------------------------
+
+class _Path:
+    """What :meth:`Network.transfer` needs to know about one route, worked out once."""
+
+    __slots__ = ("cap", "channels", "fair", "fifo", "latency_s")
+
+    def __init__(self, topology: Topology, src: int, dst: int) -> None:
+        self.channels = topology.route(src, dst)
+        links = [topology.link(c) for c in self.channels]
+        self.latency_s = sum(link.latency_s for link in links)
+        # a global lock order over fifo channels: no two transfers wait on each other
+        self.fifo = sorted((c for c, link in zip(self.channels, links, strict=True)
+                            if link.contention == "fifo"), key=lambda c: tuple(map(str, c)))
+        self.fair = [c for c, link in zip(self.channels, links, strict=True)
+                     if link.contention == "fair"]
+        self.cap = min((link.bandwidth_Bps for link in links if link.contention != "fair"),
+                       default=math.inf)
+
 
 class _Flow:
     """A transfer in the bandwidth phase on ``fair`` channels."""
@@ -309,6 +351,10 @@ class Network:
 
     ``transfer`` is a SimPy process body: wait the route's latency (α, summed over hops), then
     push the bytes through at the rate the links' contention models allow.
+
+    Fair-share rates are recomputed once per instant, after every transfer starting or ending
+    at that instant has been counted: a step in which ``p`` ranks start sending costs one
+    max-min allocation, not ``p`` of them.
     """
 
     def __init__(self, env: simpy.Environment, topology: Topology) -> None:
@@ -316,39 +362,37 @@ class Network:
         self.topology = topology
         self.bytes_per_channel: dict[Channel, int] = {}
         self._fifo: dict[Channel, simpy.Resource] = {}
+        self._paths: dict[tuple[int, int], _Path] = {}
+        self._bandwidth_Bps: dict[Channel, float] = {}
         self._flows: list[_Flow] = []
         self._last_update = 0.0
         self._version = 0
+        self._settling = False
 
     def transfer(self, src: int, dst: int, nbytes: int) -> Generator[simpy.Event, Any, None]:
         """Deliver ``nbytes`` from rank ``src`` to rank ``dst`` (a process body)."""
-        route = self.topology.route(src, dst)
-        for channel in route:
+        path = self._paths.get((src, dst))
+        if path is None:
+            path = self._paths[(src, dst)] = _Path(self.topology, src, dst)
+        for channel in path.channels:
             self.bytes_per_channel[channel] = self.bytes_per_channel.get(channel, 0) + nbytes
-        links = [self.topology.link(c) for c in route]
-        latency = sum(link.latency_s for link in links)
-        if latency > 0:
-            yield self.env.timeout(latency)
-        if nbytes == 0 or not route:
+        if path.latency_s > 0:
+            yield self.env.timeout(path.latency_s)
+        if nbytes == 0 or not path.channels:
             return
-        fifo = sorted((c for c, link in zip(route, links, strict=True)
-                       if link.contention == "fifo"), key=lambda c: tuple(map(str, c)))
-        fair = [c for c, link in zip(route, links, strict=True) if link.contention == "fair"]
-        cap = min((link.bandwidth_Bps for link in links if link.contention != "fair"),
-                  default=math.inf)
         requests = []
-        for channel in fifo:  # a global lock order: no two transfers wait on each other
+        for channel in path.fifo:
             resource = self._fifo.setdefault(channel, simpy.Resource(self.env, capacity=1))
             request = resource.request()
             requests.append((resource, request))
             yield request
         try:
-            if fair:
+            if path.fair:
                 done = self.env.event()
-                self._add_flow(_Flow(nbytes, fair, cap, done))
+                self._add_flow(_Flow(nbytes, path.fair, path.cap, done))
                 yield done
             else:
-                yield self.env.timeout(nbytes / cap)
+                yield self.env.timeout(nbytes / path.cap)
         finally:
             for resource, request in requests:
                 resource.release(request)
@@ -365,6 +409,19 @@ class Network:
     def _add_flow(self, flow: _Flow) -> None:
         self._advance()
         self._flows.append(flow)
+        self._invalidate()
+
+    def _invalidate(self) -> None:
+        """The rates are out of date: disarm the wake-up, and settle once later this instant."""
+        self._version += 1
+        if not self._settling:
+            self._settling = True
+            self.env.process(self._settle())
+
+    def _settle(self) -> Generator[simpy.Event, Any, None]:
+        yield self.env.timeout(0)  # after whatever else starts or ends at this instant
+        self._settling = False
+        self._advance()
         self._reschedule()
 
     def _reschedule(self) -> None:
@@ -386,31 +443,41 @@ class Network:
         self._flows = [f for f in self._flows if f.remaining > f.rate * 1e-12]
         for flow in finished:
             flow.done.succeed()
-        self._reschedule()
+        self._invalidate()
+
+    def _bandwidth(self, channel: Channel) -> float:
+        bandwidth = self._bandwidth_Bps.get(channel)
+        if bandwidth is None:
+            bandwidth = self._bandwidth_Bps[channel] = self.topology.link(channel).bandwidth_Bps
+        return bandwidth
 
     def _allocate(self) -> None:
-        """Progressive filling: raise all unfrozen rates together until a channel fills."""
+        """Progressive filling: raise all unfrozen rates together until a channel fills.
+
+        ``users[c]`` counts the unfrozen flows on channel ``c``; a flow freezes when one of its
+        channels is full or it reaches its cap, and leaves its channels' counts.
+        """
         left: dict[Channel, float] = {}
-        users: dict[Channel, list[_Flow]] = {}
+        users: dict[Channel, int] = {}
         for flow in self._flows:
             flow.rate = 0.0
             for channel in flow.channels:
-                left[channel] = self.topology.link(channel).bandwidth_Bps
-                users.setdefault(channel, []).append(flow)
-        active = set(map(id, self._flows))
+                left[channel] = self._bandwidth(channel)
+                users[channel] = users.get(channel, 0) + 1
+        active = self._flows
         while active:
-            counts = {c: sum(id(f) in active for f in fs) for c, fs in users.items()}
-            step = min((left[c] / n for c, n in counts.items() if n), default=math.inf)
-            step = min(step, min(f.cap - f.rate for f in self._flows if id(f) in active))
-            for flow in self._flows:
-                if id(flow) in active:
-                    flow.rate += step
-            for c, n in counts.items():
+            step = min((left[c] / n for c, n in users.items() if n), default=math.inf)
+            step = min(step, min(f.cap - f.rate for f in active))
+            for flow in active:
+                flow.rate += step
+            for c, n in users.items():
                 left[c] -= step * n
-            for flow in self._flows:
-                if id(flow) not in active:
-                    continue
-                full = any(left[c] <= 1e-9 * self.topology.link(c).bandwidth_Bps
-                           for c in flow.channels)
+            unfrozen = []
+            for flow in active:
+                full = any(left[c] <= 1e-9 * self._bandwidth(c) for c in flow.channels)
                 if full or flow.rate >= flow.cap * (1 - 1e-12):
-                    active.discard(id(flow))
+                    for c in flow.channels:
+                        users[c] -= 1
+                else:
+                    unfrozen.append(flow)
+            active = unfrozen

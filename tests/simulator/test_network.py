@@ -154,7 +154,7 @@ def test_with_contention_replaces_every_link():
 def test_shared_bus_makes_disjoint_pairs_compete():
     # 0->1 and 2->3 share nothing but the host's bus: each gets half of it.
     topo = Topology.shared_bus(4, Link(1e-5, 4e9, "fair"), bus_Bps=4e9)
-    times, result = arrivals(topo, [(0, 1), (2, 3)], [4 * 10**9, 4 * 10**9])
+    times, _ = arrivals(topo, [(0, 1), (2, 3)], [4 * 10**9, 4 * 10**9])
     assert times == pytest.approx([1e-5 + 2.0, 1e-5 + 2.0])
     alone, _ = arrivals(topo, [(0, 1)], [4 * 10**9])
     assert alone == pytest.approx([1e-5 + 1.0])

@@ -1,0 +1,41 @@
+"""The two things every simulated collective does: cut a buffer, and swap with a peer.
+
+A simulated rank program moves sizes, not data. Where the real twin cuts a tensor with
+:func:`~simulator.collectives.chunks.chunk_bounds` and slices it, the simulated twin asks
+:func:`chunk_nbytes` for the same cut in bytes; where the real twin calls
+``comm.sendrecv(dst, send, src, recv)`` (:mod:`backends.collectives.comm`),
+the simulated twin calls :func:`sendrecv` with the two sizes.
+"""
+
+from __future__ import annotations
+
+from simulator.collectives.chunks import chunk_sizes
+from simulator.core.comm import SimComm, SimGen
+
+
+def buffer_nbytes(nbytes: int, itemsize: int) -> int:
+    """Bytes of the whole elements in an ``nbytes`` buffer of ``itemsize``-byte elements."""
+    if itemsize < 1:
+        raise ValueError(f"itemsize must be at least 1 byte, got {itemsize}")
+    if nbytes < 0:
+        raise ValueError(f"a buffer cannot have {nbytes} bytes")
+    return nbytes // itemsize * itemsize
+
+
+def chunk_nbytes(nbytes: int, parts: int, itemsize: int) -> list[int]:
+    """Bytes of each of ``parts`` chunks, cut by elements as the real twin cuts its tensor."""
+    count = buffer_nbytes(nbytes, itemsize) // itemsize
+    return [size * itemsize for size in chunk_sizes(count, parts)]
+
+
+def sendrecv(comm: SimComm, dst: int, send_nbytes: int, src: int, recv_nbytes: int,
+             tag: int = 0) -> SimGen:
+    """Send ``send_nbytes`` to ``dst`` while receiving ``recv_nbytes`` from ``src`` (one step).
+
+    Like ``MPI_Sendrecv``: post the receive, start the send, wait for both. The step ends when
+    the later of the two ends: ``α + n·β`` when both directions move ``n`` bytes unhindered.
+    """
+    incoming = comm.irecv(src, recv_nbytes, tag)
+    outgoing = comm.isend(dst, send_nbytes, tag)
+    yield incoming.wait()
+    yield outgoing.wait()
