@@ -92,6 +92,9 @@ def _rank_main(fn: Callable[..., Any], args: tuple[Any, ...], rank: int, world_s
                                 timeout=timeout)
         try:
             value = fn(*args)
+            # Meet before tearing down: a rank that finished at once must not close its
+            # connections while a slower rank is still connecting to it.
+            dist.barrier()
         finally:
             dist.destroy_process_group()
         results.put((rank, "ok", value, ""))

@@ -112,7 +112,7 @@ def cmd_list(args: argparse.Namespace) -> None:
         print(json.dumps({"twins": rows}, indent=2))
         return
     for t in rows:
-        print(f"{t['name']:<14} ch {t['chapter']:<5} {t['summary']}")
+        print(f"{t['name']:<33} ch {t['chapter']:<4} {t['summary']}")
 
 
 def cmd_calibrate(args: argparse.Namespace) -> None:

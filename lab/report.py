@@ -38,7 +38,7 @@ def build_report(out: Path, quick: bool = False, calibration: str | Path | None 
                  log: Callable[[str], None] = print, repeats: int | None = None) -> Path:
     """Write the report into ``out`` (replacing it whole) and return ``out/index.md``."""
     started = time.monotonic()
-    twins = all_twins()
+    twins = [t for t in all_twins() if t.tour]
     worlds = sorted({w for t in twins for w in t.quick_worlds})
     ensure_calibrated(worlds, calibration=calibration, quick=quick, log=log)
     repeats = repeats or (5 if quick else 20)

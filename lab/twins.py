@@ -12,6 +12,7 @@ A :class:`Twin` ties together
 * ``builtin_step(nbytes)`` — *inside a rank*: the same operation done by PyTorch's built-in
   collective, timed side by side with ours (collectives only);
 * ``operation`` — the collective it implements (``all_reduce`` …), for nccl-tests' busbw;
+* ``tour`` — whether ``distml-lab report`` (the newcomer's tour) includes it;
 * the default and quick sweeps (world sizes and message sizes, bytes).
 
 ``distml-lab list`` prints the registry. Chapters add their twins with :func:`register`.
@@ -19,6 +20,7 @@ A :class:`Twin` ties together
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +44,7 @@ class Twin:
     closed_form: Callable[[int, int, float, float, float], float] | None = None
     builtin_step: Callable[[int], Callable[[], None]] | None = None
     operation: str | None = None
+    tour: bool = True
     itemsize: int = 1
     dtype: str = "uint8"
     redop: str = "none"
@@ -61,6 +64,8 @@ class Twin:
 
 
 TWINS: dict[str, Twin] = {}
+TWIN_MODULES = ("lab.twins_p2p", "lab.twins_collectives")
+"""The modules that register twins, in the order ``distml-lab list`` shows them."""
 
 
 def register(twin: Twin) -> Twin:
@@ -87,7 +92,8 @@ def all_twins() -> list[Twin]:
 
 def _load_all() -> None:
     """Import the modules that register twins (once)."""
-    from lab import twins_p2p  # noqa: F401
+    for module in TWIN_MODULES:  # registration order is listing order: by chapter
+        importlib.import_module(module)
 
 
 def spmd(program: Callable[..., Any], **kwargs: Any) -> Callable[[Cluster, int], SimResult]:

@@ -1,0 +1,188 @@
+"""All-reduce on real processes, seven ways, from scratch on point-to-point messages (§2.4–2.5).
+
+Twin of :mod:`simulator.collectives.all_reduce` (same names, same steps). Every rank holds
+``n`` bytes in ``tensor``; afterwards every rank holds their reduction, as with
+``dist.all_reduce(tensor, op)``. Costs (Thakur, Rabenseifner & Gropp 2005, §4.5; γ = reduction
+time per byte; ``p = 2^k`` where a power of two is needed — other ``p`` fold first, MPICH's way,
+:class:`~simulator.collectives.schedule.Fold`: odd rank ``r < 2·extra`` sends its buffer to
+``r − 1``, which reduces; at the end ``r − 1`` sends the result back to ``r``):
+
+* :func:`reduce_broadcast_all_reduce` — the parameter-server shape: binomial reduce to rank 0,
+  then binomial broadcast from it: ``2·⌈lg p⌉·(α + n·β) + ⌈lg p⌉·n·γ``.
+* :func:`ring_all_reduce` (Patarasuk & Yuan 2009; book §2.5) — ring reduce-scatter
+  (step ``s``: send chunk ``r−s−1`` right, receive and reduce chunk ``r−s−2`` from the left),
+  then ring all-gather (step ``s``: send chunk ``r−s``, receive chunk ``r−s−1``); chunks by
+  :func:`~simulator.collectives.chunks.chunk_bounds`:
+  ``2(p−1)·α + 2·n·(p−1)/p·β + n·(p−1)/p·γ``, the bandwidth lower bound.
+* :func:`recursive_doubling_all_reduce` — in step ``d = 1, 2, 4, …`` swap the whole buffer with
+  ``r XOR d`` and reduce: ``lg p·(α + n·β + n·γ)``.
+* :func:`rabenseifner_all_reduce` — recursive-halving reduce-scatter over ``p'`` chunks
+  (:mod:`~backends.collectives.reduce_scatter`), then recursive-doubling all-gather
+  (:mod:`~backends.collectives.all_gather`): ``2·lg p·α + 2·n·(p−1)/p·β + n·(p−1)/p·γ``.
+* :func:`binary_tree_all_reduce` — reduce up the binary tree of
+  :func:`~simulator.collectives.schedule.binary_tree` (a rank receives from its children in
+  rank order, reduces, sends to its parent), then broadcast down it (receive from the parent,
+  send to the children).
+* :func:`double_binary_tree_all_reduce` (Sanders, Speck & Träff 2009; NCCL ≥ 2.4) — the buffer
+  is cut in two halves (``chunk_bounds(count, 2)``); half ``t`` is reduced and broadcast along
+  tree ``t`` of :func:`~simulator.collectives.schedule.double_binary_tree` (message tag ``t``).
+  Both trees run at once: each rank first reduces tree 0 then tree 1, then broadcasts tree 0
+  then tree 1, with every receive posted early and every send non-blocking.
+* :func:`hierarchical_all_reduce` — ranks ``[i·m, (i+1)·m)`` form node ``i`` (``m =
+  ranks_per_node``; the last node may be smaller): binomial reduce to each node's first rank
+  (its leader), ring all-reduce among the leaders, binomial broadcast inside each node. The
+  slow inter-node links carry ``2·n·(q−1)/q`` bytes per leader for ``q`` nodes.
+
+``op`` is SUM, MAX, MIN or AVG (SUM, then divided by ``p``).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+from backends.collectives.all_gather import doubling_all_gather_chunks, ring_all_gather_chunks
+from backends.collectives.broadcast import binomial_broadcast
+from backends.collectives.comm import Comm, Group, ReduceOp, check_flat, check_op, finish, scratch
+from backends.collectives.reduce import binomial_reduce
+from backends.collectives.reduce_scatter import (
+    fold_in,
+    halving_reduce_scatter_chunks,
+    ring_reduce_scatter_chunks,
+)
+from backends.trace import Tracer
+from simulator.collectives.chunks import chunk_bounds
+from simulator.collectives.schedule import Fold, binary_tree, children, double_binary_tree
+
+SUM = dist.ReduceOp.SUM
+
+
+def _start(tensor: torch.Tensor, op: ReduceOp, group: Group, tracer: Tracer | None) -> Comm:
+    check_flat(tensor)
+    check_op(op, tensor)
+    return Comm(group, tracer)
+
+
+def _fold_out(comm: Comm, fold: Fold, tensor: torch.Tensor) -> None:
+    """Undo the fold: even rank ``r < 2·extra`` sends the result to its odd partner."""
+    r = comm.rank
+    if r < 2 * fold.extra:
+        if r % 2:
+            comm.recv(r - 1, tensor)
+        else:
+            comm.send(r + 1, tensor)
+
+
+def reduce_broadcast_all_reduce(tensor: torch.Tensor, op: ReduceOp = SUM, group: Group = None,
+                                tracer: Tracer | None = None) -> None:
+    """Binomial reduce to the first rank, then binomial broadcast from it."""
+    root = _start(tensor, op, group, tracer).ranks[0]
+    binomial_reduce(tensor, root, op, group, tracer)  # AVG: the root divides, then shares
+    binomial_broadcast(tensor, root, group, tracer)
+
+
+def ring_all_reduce(tensor: torch.Tensor, op: ReduceOp = SUM, group: Group = None,
+                    tracer: Tracer | None = None) -> None:
+    """Ring all-reduce: ring reduce-scatter, then ring all-gather, over ``p`` chunks."""
+    comm = _start(tensor, op, group, tracer)
+    bounds = chunk_bounds(tensor.numel(), comm.world_size)
+    ring_reduce_scatter_chunks(comm, tensor, bounds, op)  # now chunk r is complete on rank r
+    ring_all_gather_chunks(comm, tensor, bounds, mine=comm.rank)
+    finish(tensor, op, comm.world_size)
+
+
+def recursive_doubling_all_reduce(tensor: torch.Tensor, op: ReduceOp = SUM,
+                                  group: Group = None, tracer: Tracer | None = None) -> None:
+    """Recursive doubling: ``lg p`` swaps of the whole buffer with ``r XOR d``."""
+    comm = _start(tensor, op, group, tracer)
+    fold = Fold(comm.world_size)
+    fold_in(comm, fold, tensor, op)
+    me = fold.new_rank(comm.rank)
+    if me is not None:
+        incoming, d = scratch(tensor, tensor.numel()), 1
+        while d < fold.size:
+            partner = fold.old_rank(me ^ d)
+            comm.sendrecv(partner, tensor, partner, incoming)
+            comm.reduce(tensor, incoming, op)
+            d *= 2
+    _fold_out(comm, fold, tensor)
+    finish(tensor, op, comm.world_size)
+
+
+def rabenseifner_all_reduce(tensor: torch.Tensor, op: ReduceOp = SUM, group: Group = None,
+                            tracer: Tracer | None = None) -> None:
+    """Rabenseifner: recursive-halving reduce-scatter, then recursive-doubling all-gather."""
+    comm = _start(tensor, op, group, tracer)
+    fold = Fold(comm.world_size)
+    fold_in(comm, fold, tensor, op)
+    if fold.new_rank(comm.rank) is not None:
+        bounds = chunk_bounds(tensor.numel(), fold.size)
+        halving_reduce_scatter_chunks(comm, fold, tensor, bounds, op)
+        doubling_all_gather_chunks(comm, fold, tensor, bounds)
+    _fold_out(comm, fold, tensor)
+    finish(tensor, op, comm.world_size)
+
+
+def trees_all_reduce(comm: Comm, trees: list[tuple[torch.Tensor, list[int | None]]],
+                     op: ReduceOp) -> None:
+    """Reduce each ``part`` up its tree (given by parents) to the root, then broadcast it back
+    down; all trees at once, tree ``t`` on message tag ``t``."""
+    r = comm.rank
+    kids = [children(parents, r) for _, parents in trees]
+    incoming = [[torch.empty_like(part) for _ in kids[t]] for t, (part, _) in enumerate(trees)]
+    recvs = [[comm.irecv(child, buf, tag=t) for child, buf in zip(kids[t], incoming[t],
+                                                                  strict=True)]
+             for t in range(len(trees))]
+    ups = []
+    for t, (part, parents) in enumerate(trees):  # reduce up
+        for work, buf in zip(recvs[t], incoming[t], strict=True):
+            work.wait()
+            comm.reduce(part, buf, op)
+        if (parent := parents[r]) is not None:
+            ups.append(comm.isend(parent, part, tag=t))
+    for work in ups:
+        work.wait()
+    downs = [None if (parent := parents[r]) is None else comm.irecv(parent, part, tag=t)
+             for t, (part, parents) in enumerate(trees)]
+    sends = []
+    for t, (part, _) in enumerate(trees):  # broadcast down
+        if (down := downs[t]) is not None:
+            down.wait()
+        sends += [comm.isend(child, part, tag=t) for child in kids[t]]
+    for work in sends:
+        work.wait()
+
+
+def binary_tree_all_reduce(tensor: torch.Tensor, op: ReduceOp = SUM, group: Group = None,
+                           tracer: Tracer | None = None) -> None:
+    """Reduce up one binary tree to rank 0, then broadcast back down it."""
+    comm = _start(tensor, op, group, tracer)
+    trees_all_reduce(comm, [(tensor, binary_tree(comm.world_size))], op)
+    finish(tensor, op, comm.world_size)
+
+
+def double_binary_tree_all_reduce(tensor: torch.Tensor, op: ReduceOp = SUM,
+                                  group: Group = None, tracer: Tracer | None = None) -> None:
+    """NCCL's double binary tree: each of two complementary trees all-reduces half the data."""
+    comm = _start(tensor, op, group, tracer)
+    (a, b), (c, d) = chunk_bounds(tensor.numel(), 2)
+    first, second = double_binary_tree(comm.world_size)
+    trees_all_reduce(comm, [(tensor[a:b], first), (tensor[c:d], second)], op)
+    finish(tensor, op, comm.world_size)
+
+
+def hierarchical_all_reduce(tensor: torch.Tensor, ranks_per_node: int, op: ReduceOp = SUM,
+                            group: Group = None, tracer: Tracer | None = None) -> None:
+    """Reduce inside each node, all-reduce among node leaders, broadcast inside each node."""
+    comm = _start(tensor, op, group, tracer)
+    if ranks_per_node < 1:
+        raise ValueError(f"ranks_per_node must be at least 1, got {ranks_per_node}")
+    first = comm.rank - comm.rank % ranks_per_node
+    node = comm.ranks[first:first + ranks_per_node]  # global ranks: sub-teams, no new_group
+    leaders = comm.ranks[::ranks_per_node]
+    inner = SUM if op == dist.ReduceOp.AVG else op
+    binomial_reduce(tensor, node[0], inner, node, tracer)
+    if comm.rank == first:
+        ring_all_reduce(tensor, inner, leaders, tracer)
+    binomial_broadcast(tensor, node[0], node, tracer)
+    finish(tensor, op, comm.world_size)
