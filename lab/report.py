@@ -39,7 +39,9 @@ def build_report(out: Path, quick: bool = False, calibration: str | Path | None 
     """Write the report into ``out`` (replacing it whole) and return ``out/index.md``."""
     started = time.monotonic()
     twins = [t for t in all_twins() if t.tour]
-    worlds = sorted({w for t in twins for w in t.quick_worlds})
+    sweeps = {t.name: (t.quick_worlds[:1] if quick else t.quick_worlds,
+                       t.quick_sizes[:2] if quick else t.quick_sizes) for t in twins}
+    worlds = sorted({w for tworlds, _ in sweeps.values() for w in tworlds})
     ensure_calibrated(worlds, calibration=calibration, quick=quick, log=log)
     repeats = repeats or (5 if quick else 20)
     out = Path(out)
@@ -58,8 +60,7 @@ def build_report(out: Path, quick: bool = False, calibration: str | Path | None 
                          f"| {e.reduce_Bps / 1e9:.2f} | {e.memcpy_Bps / 1e9:.2f} "
                          f"| {e.flops_per_s / 1e9:.1f} |")
         for twin in twins:
-            sizes = twin.quick_sizes[:2] if quick else twin.quick_sizes
-            tworlds = twin.quick_worlds[:1] if quick else twin.quick_worlds
+            tworlds, sizes = sweeps[twin.name]
             log(f"{twin.name}: comparing at worlds {list(tworlds)}, "
                 f"sizes {[format_size(s) for s in sizes]} ...")
             records = compare(twin, tworlds, sizes, repeats, calibration)
