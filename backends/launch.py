@@ -36,7 +36,8 @@ import signal
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 DEFAULT_TIMEOUT_S = 30.0
@@ -61,6 +62,25 @@ def resolve_backend(backend: str = "auto") -> str:
     import torch
 
     return "nccl" if torch.cuda.is_available() and torch.cuda.device_count() > 0 else "gloo"
+
+
+@contextmanager
+def temporary_env(changes: Mapping[str, str | None]) -> Iterator[None]:
+    """Set (or, for ``None``, remove) environment variables inside a ``with`` block only."""
+    saved = {k: os.environ.get(k) for k in changes}
+    try:
+        _set_env(changes)
+        yield
+    finally:
+        _set_env(saved)
+
+
+def _set_env(values: Mapping[str, str | None]) -> None:
+    for k, v in values.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
 
 
 def _die_with_parent() -> None:
@@ -136,22 +156,14 @@ def spawn(fn: Callable[..., Any], world_size: int, *args: Any, backend: str = "a
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     child_env = {"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), **(env or {})}
-    saved = {k: os.environ.get(k) for k in child_env}
-    os.environ.update(child_env)  # spawn children inherit the parent's environment
     procs = []
-    try:
+    with temporary_env(child_env):  # spawn children inherit the parent's environment
         for rank in range(world_size):
             proc = ctx.Process(
                 target=_rank_main, name=f"distml-rank{rank}", daemon=True,
                 args=(fn, args, rank, world_size, backend, host, store.port, timeout, results))
             proc.start()
             procs.append(proc)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     try:
         return _collect(procs, results, deadline)
     finally:

@@ -11,12 +11,13 @@ calibration file) before the build. Warnings fail the build.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from backends.launch import temporary_env
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,11 +33,10 @@ def stage_notebooks(book: Path, execute: bool = True) -> list[Path]:
     target.mkdir(parents=True)
     staged = []
     with tempfile.TemporaryDirectory() as tmp:
-        env = {"DISTML_SMOKE": "1", "DISTML_CALIBRATION": str(Path(tmp) / "calibration.json")}
-        saved = {k: os.environ.get(k) for k in [*env, "MPLBACKEND"]}
-        os.environ.update(env)
-        os.environ.pop("MPLBACKEND", None)  # the kernel's inline backend puts figures in the book
-        try:
+        # MPLBACKEND unset: the kernel's inline backend puts the figures into the book
+        env = {"DISTML_SMOKE": "1", "DISTML_CALIBRATION": str(Path(tmp) / "calibration.json"),
+               "MPLBACKEND": None}
+        with temporary_env(env):
             for source in sorted((ROOT / "notebooks").glob("*.ipynb")):
                 nb = nbformat.read(source, as_version=4)  # type: ignore[no-untyped-call]
                 if execute:
@@ -46,12 +46,6 @@ def stage_notebooks(book: Path, execute: bool = True) -> list[Path]:
                                    ).execute()
                 nbformat.write(nb, target / source.name)  # type: ignore[no-untyped-call]
                 staged.append(target / source.name)
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
     return staged
 
 

@@ -8,15 +8,12 @@ from hypothesis import strategies as st
 
 from backends.collectives import all_reduce
 from backends.trace import Tracer
+from tests.backends.reducing import DRAW_OPS, assert_reduced, reduce_ops
 from tests.backends.test_collectives_harness import (
-    OPS,
     WORLD,
     Case,
     Team,
     assert_module_passes,
-    assert_same,
-    builtin_finish,
-    builtin_op,
     make_input,
 )
 
@@ -24,20 +21,21 @@ ALGORITHMS = {name: getattr(all_reduce, name) for name in (
     "reduce_broadcast_all_reduce", "ring_all_reduce", "recursive_doubling_all_reduce",
     "rabenseifner_all_reduce", "binary_tree_all_reduce", "double_binary_tree_all_reduce",
     "hierarchical_all_reduce")}
-DRAW = {"ops": ("SUM", "MAX", "MIN", "AVG"),
+DRAW = {"ops": DRAW_OPS,
         "params": {"hierarchical_all_reduce": st.integers(1, WORLD + 1)}}  # ranks per node
 
 
 def check(case: Case, team: Team) -> None:
     x = make_input(case, case.count)
     ours, ref = x.clone(), x.clone()
+    op, builtin = reduce_ops(case)
     tracer = Tracer() if case.algorithm == "ring_all_reduce" else None
     if case.algorithm == "hierarchical_all_reduce":
-        all_reduce.hierarchical_all_reduce(ours, case.param, OPS[case.op], group=team.group)
+        all_reduce.hierarchical_all_reduce(ours, case.param, op, group=team.group)
     else:
-        ALGORITHMS[case.algorithm](ours, OPS[case.op], group=team.group, tracer=tracer)
-    dist.all_reduce(ref, builtin_op(case), group=team.pg)
-    assert_same(ours, builtin_finish(ref, case, team), case, "the result")
+        ALGORITHMS[case.algorithm](ours, op, group=team.group, tracer=tracer)
+    dist.all_reduce(ref, builtin, group=team.pg)
+    assert_reduced(ours, ref, case, team, "the result")
     if tracer is not None:
         check_ring_spans(tracer, team)
 

@@ -4,29 +4,22 @@
 import torch.distributed as dist
 
 from backends.collectives import reduce
-from tests.backends.test_collectives_harness import (
-    OPS,
-    Case,
-    Team,
-    assert_module_passes,
-    assert_same,
-    builtin_finish,
-    builtin_op,
-    make_input,
-)
+from tests.backends.reducing import DRAW_OPS, assert_reduced, reduce_ops
+from tests.backends.test_collectives_harness import Case, Team, assert_module_passes, make_input
 
 ALGORITHMS = {name: getattr(reduce, name) for name in (
     "linear_reduce", "binomial_reduce", "rabenseifner_reduce")}
-DRAW = {"rooted": True, "ops": ("SUM", "MAX", "MIN", "AVG")}
+DRAW = {"rooted": True, "ops": DRAW_OPS}
 
 
 def check(case: Case, team: Team) -> None:
     x = make_input(case, case.count)
     ours, ref = x.clone(), x.clone()
-    ALGORITHMS[case.algorithm](ours, team.root, OPS[case.op], group=team.group)
-    dist.reduce(ref, team.root, builtin_op(case), group=team.pg)
+    op, builtin = reduce_ops(case)
+    ALGORITHMS[case.algorithm](ours, team.root, op, group=team.group)
+    dist.reduce(ref, team.root, builtin, group=team.pg)
     if dist.get_rank() == team.root:
-        assert_same(ours, builtin_finish(ref, case, team), case, "the root's result")
+        assert_reduced(ours, ref, case, team, "the root's result")
 
 
 def test_every_reduce_equals_torch_at_any_world_count_dtype_op_and_root():

@@ -5,20 +5,18 @@ import torch
 import torch.distributed as dist
 
 from backends.collectives import reduce_scatter
+from tests.backends.reducing import DRAW_OPS, assert_reduced, reduce_ops
 from tests.backends.test_collectives_harness import (
-    OPS,
     Case,
     Team,
     assert_module_passes,
     assert_same,
-    builtin_finish,
-    builtin_op,
     make_input,
 )
 
 ALGORITHMS = {name: getattr(reduce_scatter, name) for name in (
     "ring_reduce_scatter", "recursive_halving_reduce_scatter", "pairwise_reduce_scatter")}
-DRAW = {"ops": ("SUM", "MAX", "MIN", "AVG")}
+DRAW = {"ops": DRAW_OPS}
 
 
 def check(case: Case, team: Team) -> None:
@@ -26,11 +24,11 @@ def check(case: Case, team: Team) -> None:
     whole = make_input(case, team.size * k)
     kept = whole.clone()
     ours = torch.empty(k, dtype=whole.dtype)
-    ALGORITHMS[case.algorithm](ours, whole, OPS[case.op], group=team.group)
+    op, builtin = reduce_ops(case)
+    ALGORITHMS[case.algorithm](ours, whole, op, group=team.group)
     ref = whole.clone()
-    dist.all_reduce(ref, builtin_op(case), group=team.pg)
-    mine = builtin_finish(ref[team.rank * k:(team.rank + 1) * k], case, team)
-    assert_same(ours, mine, case, "this rank's piece")
+    dist.all_reduce(ref, builtin, group=team.pg)
+    assert_reduced(ours, ref[team.rank * k:(team.rank + 1) * k], case, team, "this rank's piece")
     assert_same(whole, kept, case, "the input")
 
 

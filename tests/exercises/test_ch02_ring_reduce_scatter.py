@@ -1,8 +1,8 @@
 """Grading exercise 2.2: the ring's reduce-scatter phase on real processes, against dist.all_reduce.
 
 Run with ``make grade CH=02`` (your answer) or ``DISTML_IMPL=solutions pytest -m ch02
-tests/exercises`` (the reference answer). One launch per world size; the harness is exercise
-2.1's (``test_ch02_recursive_doubling``).
+tests/exercises`` (the reference answer). One launch per world size; the harness is shared
+with exercise 2.1 (``grading.py``).
 """
 
 from __future__ import annotations
@@ -11,15 +11,13 @@ from typing import Any
 
 import pytest
 
-from exercises import load
 from simulator.collectives.reduce_scatter import ring_reduce_scatter as simulated_twin
-from tests.exercises.test_ch02_recursive_doubling import (
+from tests.exercises.grading import (
     CASES,
     Launches,
     graded,
     mismatch,
-    point_to_point_only,
-    rank_inputs,
+    run_cases,
     traffic_differences,
     wrong_results,
 )
@@ -35,31 +33,20 @@ TODO = ("ring_reduce_scatter_phase is not implemented yet: write it in "
 def run_ring_reduce_scatter(cases: tuple[tuple[str, int, str], ...]) -> Any:
     """Rank function: the phase under test on every case; chunk ``rank`` against the same chunk
     of ``dist.all_reduce``'s result."""
+    return run_cases("EXERCISE 2.2", "ch02_ring_reduce_scatter", "ring_reduce_scatter_phase",
+                     cases, own_chunk)
+
+
+def own_chunk(label: str, tensor: Any, reference: Any, returned: Any) -> tuple[str, str | None]:
+    """The case's report line, naming this rank's chunk, and where that chunk differs."""
     import torch.distributed as dist
 
     from simulator.collectives.chunks import chunk_bounds
 
     rank, p = dist.get_rank(), dist.get_world_size()
-    inputs = rank_inputs(cases)
-    expected = []
-    for _, tensor, op in inputs:
-        reference = tensor.clone()
-        dist.all_reduce(reference, op=op)
-        expected.append(reference)
-    reports = []
-    with point_to_point_only("EXERCISE 2.2") as sent:
-        try:
-            phase = load("ch02_ring_reduce_scatter").ring_reduce_scatter_phase
-            for (label, tensor, op), reference in zip(inputs, expected, strict=True):
-                sent.clear()
-                returned = phase(tensor, op)
-                lo, hi = chunk_bounds(tensor.numel(), p)[rank]
-                reports.append({"case": f"{label}, chunk {rank} = elements [{lo}, {hi})",
-                                "error": mismatch(tensor[lo:hi], reference[lo:hi], returned),
-                                "sent": list(sent)})
-        except NotImplementedError as exc:
-            return {"todo": str(exc)}
-    return reports
+    lo, hi = chunk_bounds(tensor.numel(), p)[rank]
+    return (f"{label}, chunk {rank} = elements [{lo}, {hi})",
+            mismatch(tensor[lo:hi], reference[lo:hi], returned))
 
 
 @pytest.fixture(scope="module")

@@ -10,35 +10,8 @@ from simulator.collectives.all_gather import (
     recursive_doubling_all_gather,
     ring_all_gather,
 )
-from simulator.core import Cluster, Device, Link, Topology, run_spmd
-
-DEV = Device("test", flops_per_s=1e12, mem_bandwidth_Bps=9e9, memory_bytes=1e9)
-
-
-def cluster(topo):
-    return Cluster.homogeneous("t", DEV, topo)
-
-
-def fully_connected(p, alpha=1e-5, bw=1e9, model="none"):
-    return cluster(Topology.fully_connected(p, Link(alpha, bw, model)))
-
-
-def sends_by_step(result):
-    """(sender->receiver, bytes) grouped by start time (α = 1 s, bytes ~free)."""
-    steps: dict[int, list[tuple[str, int]]] = {}
-    for s in result.trace:
-        if s.kind == "send":
-            steps.setdefault(round(s.start), []).append((s.name.removeprefix("send "), s.nbytes))
-    return [sorted(sends) for _, sends in sorted(steps.items())]
-
-
-def received(result, p):
-    """Bytes each rank received."""
-    got = [0] * p
-    for s in result.trace:
-        if s.kind == "recv":
-            got[s.rank] += s.nbytes
-    return got
+from simulator.core import Link, Topology, run_spmd
+from tests.simulator.collective_helpers import cluster, fully_connected, received, sends_by_step
 
 
 def test_ring_passes_one_piece_right_per_step():

@@ -16,28 +16,11 @@ from simulator.collectives.all_reduce import (
     ring_all_reduce_cost,
     ring_all_reduce_fast,
 )
-from simulator.core import Cluster, Device, Link, Topology, run_spmd
+from simulator.core import Device, Link, Topology, run_spmd
 from simulator.core.hardware import A100_80GB
+from tests.simulator.collective_helpers import DEV, cluster, fully_connected, send_names_by_step
 
-DEV = Device("test", flops_per_s=1e12, mem_bandwidth_Bps=9e9, memory_bytes=1e9)
 FREE_REDUCE = Device("free", flops_per_s=1e12, mem_bandwidth_Bps=9e18, memory_bytes=1e9)
-
-
-def cluster(topo, device=DEV):
-    return Cluster.homogeneous("t", device, topo)
-
-
-def fully_connected(p, alpha=1e-5, bw=1e9, model="none", device=DEV):
-    return cluster(Topology.fully_connected(p, Link(alpha, bw, model)), device)
-
-
-def sends_by_step(result):
-    """Sends grouped by start time (α = 1 s, bytes and reductions ~free)."""
-    steps: dict[int, list[str]] = {}
-    for s in result.trace:
-        if s.kind == "send":
-            steps.setdefault(round(s.start), []).append(s.name.removeprefix("send "))
-    return [sorted(names) for _, names in sorted(steps.items())]
 
 
 def makespan(c, program, n, **kwargs):
@@ -55,7 +38,7 @@ def test_ring_sends_the_traffic_lower_bound_on_each_link(p, pieces):
 def test_binary_tree_follows_the_docstring_table():
     c = fully_connected(8, alpha=1.0, bw=1e15, device=FREE_REDUCE)
     result = run_spmd(c, binary_tree_all_reduce, 64)
-    assert sends_by_step(result) == [
+    assert send_names_by_step(result) == [
         ["1->2", "3->2", "5->6", "7->6"], ["2->4", "6->4"], ["4->0"],   # up
         ["0->4"], ["4->2", "4->6"], ["2->1", "2->3", "6->5", "6->7"]]   # down
 
@@ -73,8 +56,8 @@ def test_double_binary_tree_sends_each_half_along_its_own_tree():
 def test_recursive_doubling_swaps_with_r_xor_d():
     c = fully_connected(4, alpha=1.0, bw=1e15, device=FREE_REDUCE)
     result = run_spmd(c, recursive_doubling_all_reduce, 64)
-    assert sends_by_step(result) == [["0->1", "1->0", "2->3", "3->2"],
-                                     ["0->2", "1->3", "2->0", "3->1"]]
+    assert send_names_by_step(result) == [["0->1", "1->0", "2->3", "3->2"],
+                                          ["0->2", "1->3", "2->0", "3->1"]]
 
 
 @pytest.mark.parametrize("short", [binary_tree_all_reduce, recursive_doubling_all_reduce])

@@ -6,22 +6,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from simulator.collectives.all_to_all import bruck_all_to_all, pairwise_all_to_all
-from simulator.core import Cluster, Device, Link, Topology, run_spmd
-
-DEV = Device("test", flops_per_s=1e12, mem_bandwidth_Bps=9e9, memory_bytes=1e9)
-
-
-def fully_connected(p, alpha=1e-5, bw=1e9, model="none"):
-    return Cluster.homogeneous("t", DEV, Topology.fully_connected(p, Link(alpha, bw, model)))
-
-
-def sends_by_step(result):
-    """(sender->receiver, bytes) grouped by start time (α = 1 s, bytes ~free)."""
-    steps: dict[int, list[tuple[str, int]]] = {}
-    for s in result.trace:
-        if s.kind == "send":
-            steps.setdefault(round(s.start), []).append((s.name.removeprefix("send "), s.nbytes))
-    return [sorted(sends) for _, sends in sorted(steps.items())]
+from simulator.core import run_spmd
+from tests.simulator.collective_helpers import fully_connected, sends_by_step
 
 
 def test_pairwise_pairs_ranks_by_xor_for_a_power_of_two():

@@ -13,45 +13,27 @@ from simulator.collectives.broadcast import (
     scatter_allgather_broadcast,
     segment_nbytes,
 )
-from simulator.core import Cluster, Device, Link, Topology, run_spmd
-
-DEV = Device("test", flops_per_s=1e12, mem_bandwidth_Bps=9e9, memory_bytes=1e9)
-
-
-def cluster(topo):
-    return Cluster.homogeneous("t", DEV, topo)
-
-
-def fully_connected(p, alpha=1e-5, bw=1e9, model="none"):
-    return cluster(Topology.fully_connected(p, Link(alpha, bw, model)))
-
-
-def sends_by_step(result):
-    """Send spans grouped by start time (α = 1 s, bytes ~free: one step per second)."""
-    steps: dict[int, list[str]] = {}
-    for s in result.trace:
-        if s.kind == "send":
-            steps.setdefault(round(s.start), []).append(s.name.removeprefix("send "))
-    return [sorted(names) for _, names in sorted(steps.items())]
+from simulator.core import Link, Topology, run_spmd
+from tests.simulator.collective_helpers import cluster, fully_connected, send_names_by_step
 
 
 def test_binomial_broadcast_follows_the_docstring_table():
     result = run_spmd(fully_connected(4, alpha=1.0, bw=1e15), binomial_broadcast, 64)
-    assert sends_by_step(result) == [["0->2"], ["0->1", "2->3"]]
+    assert send_names_by_step(result) == [["0->2"], ["0->1", "2->3"]]
 
 
 def test_binomial_broadcast_from_another_root_uses_relative_ranks():
     result = run_spmd(fully_connected(5, alpha=1.0, bw=1e15), binomial_broadcast, 64, src=3)
     # v = r - 3: v0=3 sends to v4=2, then v2=0, then v1=4; v2=0 sends to v3=1
-    assert sends_by_step(result) == [["3->2"], ["3->0"], ["0->1", "3->4"]]
+    assert send_names_by_step(result) == [["3->2"], ["3->0"], ["0->1", "3->4"]]
 
 
 def test_chain_pipelines_segments_as_in_the_docstring_table():
     # p = 4, three segments, one slot = α = 1 s per segment per link
     result = run_spmd(fully_connected(4, alpha=1.0, bw=1e15), pipelined_chain_broadcast,
                       12, segment_bytes=4)
-    assert sends_by_step(result) == [["0->1"], ["0->1", "1->2"], ["0->1", "1->2", "2->3"],
-                                     ["1->2", "2->3"], ["2->3"]]
+    assert send_names_by_step(result) == [["0->1"], ["0->1", "1->2"], ["0->1", "1->2", "2->3"],
+                                          ["1->2", "2->3"], ["2->3"]]
     assert result.makespan_s == pytest.approx(5.0)  # p - 2 + s slots
 
 

@@ -6,9 +6,8 @@ from hypothesis import strategies as st
 
 from simulator.collectives.chunks import chunk_sizes
 from simulator.collectives.exchange import buffer_nbytes, chunk_nbytes, sendrecv
-from simulator.core import Cluster, Device, Link, Topology, run_spmd
-
-DEV = Device("test", flops_per_s=1e12, mem_bandwidth_Bps=9e9, memory_bytes=1e9)
+from simulator.core import Link, Topology, run_spmd
+from tests.simulator.collective_helpers import cluster
 
 
 @given(nbytes=st.integers(0, 10**6), parts=st.integers(1, 64), itemsize=st.sampled_from([1, 4, 8]))
@@ -33,5 +32,5 @@ def test_sendrecv_ends_with_the_longer_direction(there, back):
         yield from sendrecv(comm, peer, mine, peer, theirs)
 
     topo = Topology.fully_connected(2, Link(1e-3, 1e6, "fair"))
-    result = run_spmd(Cluster.homogeneous("t", DEV, topo), swap)
+    result = run_spmd(cluster(topo), swap)
     assert result.makespan_s == pytest.approx(1e-3 + max(there, back) / 1e6)

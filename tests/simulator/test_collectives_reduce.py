@@ -1,6 +1,8 @@
 """Reduce: the binomial and Rabenseifner tables, where the reductions happen, the fold with a
 root that sits out, and the root's shared port."""
 
+from functools import partial
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -11,26 +13,13 @@ from simulator.collectives.reduce import (
     linear_reduce_cost,
     rabenseifner_reduce,
 )
-from simulator.core import Cluster, Device, Link, Topology, run_spmd
+from simulator.core import Device, Link, Topology, run_spmd
+from tests.simulator import collective_helpers as helpers
+from tests.simulator.collective_helpers import sends_by_step
 
-DEV = Device("test", flops_per_s=1e12, mem_bandwidth_Bps=9e18, memory_bytes=1e9)
-
-
-def cluster(topo):
-    return Cluster.homogeneous("t", DEV, topo)
-
-
-def fully_connected(p, alpha=1e-5, bw=1e9, model="none"):
-    return cluster(Topology.fully_connected(p, Link(alpha, bw, model)))
-
-
-def sends_by_step(result):
-    """(sender->receiver, bytes) grouped by start time (α = 1 s, bytes ~free)."""
-    steps: dict[int, list[tuple[str, int]]] = {}
-    for s in result.trace:
-        if s.kind == "send":
-            steps.setdefault(round(s.start), []).append((s.name.removeprefix("send "), s.nbytes))
-    return [sorted(sends) for _, sends in sorted(steps.items())]
+DEV = Device("test", flops_per_s=1e12, mem_bandwidth_Bps=9e18, memory_bytes=1e9)  # reductions ~free
+cluster = partial(helpers.cluster, device=DEV)
+fully_connected = partial(helpers.fully_connected, device=DEV)
 
 
 def reduced_bytes(result):

@@ -1,6 +1,8 @@
 """Reduce-scatter: the step tables, how much each rank sends and reduces, the fold, and
 halving's long-distance messages on a ring of links."""
 
+from functools import partial
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -10,35 +12,13 @@ from simulator.collectives.reduce_scatter import (
     recursive_halving_reduce_scatter,
     ring_reduce_scatter,
 )
-from simulator.core import Cluster, Device, Link, Topology, run_spmd
+from simulator.core import Device, Link, Topology, run_spmd
+from tests.simulator import collective_helpers as helpers
+from tests.simulator.collective_helpers import per_rank, sends_by_step
 
-DEV = Device("test", flops_per_s=1e12, mem_bandwidth_Bps=9e18, memory_bytes=1e9)
-
-
-def cluster(topo):
-    return Cluster.homogeneous("t", DEV, topo)
-
-
-def fully_connected(p, alpha=1e-5, bw=1e9, model="none"):
-    return cluster(Topology.fully_connected(p, Link(alpha, bw, model)))
-
-
-def sends_by_step(result):
-    """(sender->receiver, bytes) grouped by start time (α = 1 s, bytes ~free)."""
-    steps: dict[int, list[tuple[str, int]]] = {}
-    for s in result.trace:
-        if s.kind == "send":
-            steps.setdefault(round(s.start), []).append((s.name.removeprefix("send "), s.nbytes))
-    return [sorted(sends) for _, sends in sorted(steps.items())]
-
-
-def per_rank(result, kind, p):
-    """Bytes each rank sent (``send``) or combined (``reduce``)."""
-    out = [0] * p
-    for s in result.trace:
-        if s.kind == kind:
-            out[s.rank] += s.nbytes
-    return out
+DEV = Device("test", flops_per_s=1e12, mem_bandwidth_Bps=9e18, memory_bytes=1e9)  # reductions ~free
+cluster = partial(helpers.cluster, device=DEV)
+fully_connected = partial(helpers.fully_connected, device=DEV)
 
 
 def test_recursive_halving_follows_the_docstring_table():

@@ -1,16 +1,20 @@
 """The collectives registry: every algorithm runs for any p and size, equals its closed form
 without contention, and the auto policy picks MPICH's algorithm."""
 
+from functools import partial
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from simulator.collectives import ALGORITHMS, auto_all_reduce, select_all_reduce
-from simulator.core import Cluster, Device, Link, Topology, run_spmd
+from simulator.core import Device, run_spmd
+from tests.simulator import collective_helpers as helpers
 
 GAMMA = 1 / 3e9  # s/B: the test device reduces 3 GB/s
 DEV = Device("test", flops_per_s=1e12, mem_bandwidth_Bps=9e9, memory_bytes=1e9,
              reduce_Bps=1 / GAMMA)
+fully_connected = partial(helpers.fully_connected, device=DEV)
 ITEM = 4
 
 EVERY = [(op, name) for op, algs in ALGORITHMS.items() for name in algs]
@@ -21,10 +25,6 @@ ANY_P = {("broadcast", "linear"), ("broadcast", "binomial"), ("broadcast", "pipe
          ("all_gather", "ring"), ("all_gather", "bruck"), ("reduce_scatter", "ring"),
          ("reduce_scatter", "pairwise"), ("all_reduce", "ring"), ("all_to_all", "pairwise"),
          ("all_to_all", "bruck")}
-
-
-def fully_connected(p, alpha=1e-5, bw=1e9, model="none"):
-    return Cluster.homogeneous("t", DEV, Topology.fully_connected(p, Link(alpha, bw, model)))
 
 
 def test_registry_has_every_operation_and_algorithm_of_the_spec():
