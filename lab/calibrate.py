@@ -8,7 +8,8 @@ Only primitives are measured (DESIGN.md, "The lab"):
   the fit's residuals are stored beside it;
 * **concurrent exchange** — every rank pairs with a partner (0↔1, 2↔3, …) and both send at
   once (IMB's "Exchange" pattern); the aggregate bytes per second of all these messages is the
-  host's *bus* bandwidth: on one machine, loopback messages share the same cores and memory;
+  host's *bus* bandwidth (on one machine, loopback messages share the same cores and memory),
+  and the fit's intercept the latency of a message among others in flight;
 * **reduction** (γ) — ``a.add_(b)`` on float32 buffers, in every rank at once;
 * **copy** — ``dst.copy_(src)``, in every rank at once;
 * **compute** — a float32 matmul, in every rank at once (FLOP/s per rank).
@@ -74,8 +75,9 @@ def fit_alpha_beta(sizes: Sequence[float], times_s: Sequence[float]) -> Fit:
     return Fit(float(alpha), float(beta), residuals)
 
 
-EXCHANGE_MIN_BYTES = 2**20
-"""The exchange measures bandwidth, so only messages this large (bytes) take part."""
+EXCHANGE_MIN_BYTES = 2**16
+"""Exchange sizes start here (bytes): large enough to be past the smallest-message effects,
+small enough that the fit sees the exchanges' latency as well as their bandwidth."""
 
 
 def _exchange(send: Any, recv: Any) -> None:
@@ -142,15 +144,17 @@ def calibrate(world_size: int = 2, backend: str = "gloo", sizes: Sequence[int] =
                    timeout=timeout)[0]
     fit = fit_alpha_beta(sizes, result["p2p_times_s"])
     ex_sizes, ex_times = result["exchange_sizes"], result["exchange_times_s"]
-    bus = 0.0
+    bus, bus_latency = 0.0, 0.0
     if len(ex_sizes) >= 2:
         flows = exchange_flows(world_size)
-        bus = fit_alpha_beta([flows * n for n in ex_sizes], ex_times).bandwidth_Bps
+        ex_fit = fit_alpha_beta([flows * n for n in ex_sizes], ex_times)
+        bus, bus_latency = ex_fit.bandwidth_Bps, ex_fit.alpha_s
     entry = CalibrationEntry(
         host=this_host(), backend=backend, world_size=world_size,
         latency_s=fit.alpha_s, bandwidth_Bps=fit.bandwidth_Bps,
         reduce_Bps=float(result["reduce_Bps"]), memcpy_Bps=float(result["memcpy_Bps"]),
         flops_per_s=float(result["flops_per_s"]), bus_bandwidth_Bps=bus,
+        bus_latency_s=bus_latency,
         cores=os.cpu_count() or 1,
         p2p_sizes=list(sizes), p2p_times_s=list(result["p2p_times_s"]),
         fit_rel_residuals=list(fit.rel_residuals),

@@ -41,6 +41,8 @@ class CalibrationEntry:
         flops_per_s: float32 matmul, FLOP/s per rank.
         bus_bandwidth_Bps: aggregate bytes/s of all ranks exchanging at once (0: not
             measured); the host's shared bus in :meth:`Topology.shared_bus`.
+        bus_latency_s: the latency of those concurrent exchanges (the fit's intercept), s:
+            what a message pays when it starts while others are in flight (0: not measured).
         cores: CPU cores of the host.
         p2p_sizes: the ping-pong sizes measured, bytes.
         p2p_times_s: median one-way time at each size, s.
@@ -60,6 +62,7 @@ class CalibrationEntry:
     memcpy_Bps: float
     flops_per_s: float
     bus_bandwidth_Bps: float = 0.0
+    bus_latency_s: float = 0.0
     cores: int = 1
     p2p_sizes: list[int] = field(default_factory=list)
     p2p_times_s: list[float] = field(default_factory=list)

@@ -114,7 +114,9 @@ class Cluster:
         ranks running at once, so contention for cores is already in them. Messages cross
         :meth:`Topology.shared_bus`: a port per rank (α and B of the ping-pong fit) and one
         bus shared by all messages (the aggregate bandwidth of concurrent exchanges). The bus
-        is never slower than one message alone was measured to go, so it is at least B.
+        is never slower than one message alone was measured to go, so it is at least B; a
+        message that starts while others are in flight pays the exchanges' latency (never
+        below α): on a shared host its process must first be scheduled again.
         Without an exchange measurement the ranks are simply fully connected.
         """
         world_size = world_size or entry.world_size
@@ -125,7 +127,8 @@ class Cluster:
         link = Link(entry.latency_s, entry.bandwidth_Bps, contention)
         if entry.bus_bandwidth_Bps > 0:
             bus = max(entry.bus_bandwidth_Bps, entry.bandwidth_Bps)
-            topo = Topology.shared_bus(world_size, link, bus)
+            busy = max(entry.bus_latency_s, entry.latency_s) if entry.bus_latency_s else None
+            topo = Topology.shared_bus(world_size, link, bus, busy)
         else:
             topo = Topology.fully_connected(world_size, link)
         return cls.homogeneous(f"local-{entry.backend}x{world_size}", device, topo)

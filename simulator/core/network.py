@@ -53,11 +53,16 @@ class Link:
         latency_s: α, the time before the first byte arrives, s.
         bandwidth_Bps: B, bytes per second in each direction.
         contention: ``none``, ``fifo`` or ``fair`` (see the module docstring).
+        busy_latency_s: α for a message that starts while the link already carries another
+            one, s (``None``: always ``latency_s``). On a host whose ranks share cores, a
+            message that arrives while other copies are in progress waits for its process to
+            be scheduled again: its latency is a scheduling delay, not the idle α.
     """
 
     latency_s: float
     bandwidth_Bps: float
     contention: Contention = "fair"
+    busy_latency_s: float | None = None
 
     def __post_init__(self) -> None:
         if not self.latency_s >= 0:
@@ -273,7 +278,8 @@ class Topology:
 
 
     @classmethod
-    def shared_bus(cls, world_size: int, port: Link, bus_Bps: float) -> Topology:
+    def shared_bus(cls, world_size: int, port: Link, bus_Bps: float,
+                   busy_latency_s: float | None = None) -> Topology:
         """Ranks on one machine: each has a port, and *every* message crosses one shared bus.
 
         Ranks that are processes on one host talk over loopback: each message is copied by
@@ -283,10 +289,11 @@ class Topology:
         channel (``bus_Bps``, carrying the whole path latency ``port.latency_s``), then
         ``b``'s port. One message alone moves at ``min(port, bus)``; ``k`` at once share the
         bus (with ``fair`` contention), which is what a calibration with concurrent
-        exchanges measures (:mod:`lab.calibrate`).
+        exchanges measures (:mod:`lab.calibrate`). A message that starts while the bus carries
+        another pays ``busy_latency_s`` instead of α (see :class:`Link`).
         """
         port_link = replace(port, latency_s=0.0)
-        bus = replace(port, bandwidth_Bps=bus_Bps)
+        bus = replace(port, bandwidth_Bps=bus_Bps, busy_latency_s=busy_latency_s)
         links: dict[frozenset[Node], Link] = {frozenset(("bus_in", "bus_out")): bus}
         for r in range(world_size):
             links[frozenset((r, "bus_in"))] = port_link
@@ -317,12 +324,17 @@ def _node_order(node: Node) -> tuple[int, int, str]:
 class _Path:
     """What :meth:`Network.transfer` needs to know about one route, worked out once."""
 
-    __slots__ = ("cap", "channels", "fair", "fifo", "latency_s")
+    __slots__ = ("busy", "busy_latency_s", "cap", "channels", "fair", "fifo", "latency_s")
 
     def __init__(self, topology: Topology, src: int, dst: int) -> None:
         self.channels = topology.route(src, dst)
         links = [topology.link(c) for c in self.channels]
         self.latency_s = sum(link.latency_s for link in links)
+        # channels whose latency grows while they carry another message, and the path's α then
+        self.busy = [c for c, link in zip(self.channels, links, strict=True)
+                     if link.busy_latency_s is not None]
+        self.busy_latency_s = sum(link.latency_s if link.busy_latency_s is None
+                                  else link.busy_latency_s for link in links)
         # a global lock order over fifo channels: no two transfers wait on each other
         self.fifo = sorted((c for c, link in zip(self.channels, links, strict=True)
                             if link.contention == "fifo"), key=lambda c: tuple(map(str, c)))
@@ -368,6 +380,7 @@ class Network:
         self._last_update = 0.0
         self._version = 0
         self._settling = False
+        self._in_flight: dict[Channel, int] = {}
 
     def transfer(self, src: int, dst: int, nbytes: int) -> Generator[simpy.Event, Any, None]:
         """Deliver ``nbytes`` from rank ``src`` to rank ``dst`` (a process body)."""
@@ -376,8 +389,23 @@ class Network:
             path = self._paths[(src, dst)] = _Path(self.topology, src, dst)
         for channel in path.channels:
             self.bytes_per_channel[channel] = self.bytes_per_channel.get(channel, 0) + nbytes
-        if path.latency_s > 0:
-            yield self.env.timeout(path.latency_s)
+        latency = path.latency_s
+        if path.busy:
+            if any(self._in_flight.get(c, 0) for c in path.busy):
+                latency = path.busy_latency_s
+            for c in path.busy:
+                self._in_flight[c] = self._in_flight.get(c, 0) + 1
+        try:
+            yield from self._move(path, latency, nbytes)
+        finally:
+            for c in path.busy:
+                self._in_flight[c] -= 1
+
+    def _move(self, path: _Path, latency: float, nbytes: int
+              ) -> Generator[simpy.Event, Any, None]:
+        """The latency, then the bytes at the rate the contention models allow."""
+        if latency > 0:
+            yield self.env.timeout(latency)
         if nbytes == 0 or not path.channels:
             return
         requests = []

@@ -159,3 +159,12 @@ def test_shared_bus_makes_disjoint_pairs_compete():
     alone, _ = arrivals(topo, [(0, 1)], [4 * 10**9])
     assert alone == pytest.approx([1e-5 + 1.0])
     assert topo.path_latency_s(3, 0) == pytest.approx(1e-5)
+
+
+def test_a_message_among_others_in_flight_pays_the_busy_latency():
+    topo = Topology.shared_bus(4, Link(1e-5, 1e9, "fair"), bus_Bps=1e9, busy_latency_s=1e-3)
+    # an exchange: the first message starts on an idle bus, the second while it is in flight
+    times, _ = arrivals(topo, [(0, 1), (1, 0)], [0, 0])
+    assert times == pytest.approx([1e-5, 1e-3])
+    # one after another (a ping-pong) never sees a busy bus
+    assert arrivals(topo, [(0, 1)], [2 * 10**6])[0] == pytest.approx([1e-5 + 2e-3])
