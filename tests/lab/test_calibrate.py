@@ -51,8 +51,11 @@ def test_quick_calibration_writes_an_entry_the_simulator_reads(tmp_path):
     assert len(entry.fit_rel_residuals) == 3
     assert list(load_calibration(path)) == [entry.key]
     assert json.loads(path.read_text())["schema"] == 1
+    assert entry.exchange_sizes == [2**16, 2**20] and entry.bus_bandwidth_Bps > 0
+    assert entry.bus_latency_s >= 0
     local = Cluster.local(2, path=path)
-    assert local.topology.path_latency_s(0, 1) == entry.latency_s
+    assert local.topology.name == "shared_bus"
+    assert local.topology.path_latency_s(0, 1) == pytest.approx(entry.latency_s)
 
 
 def test_calibration_needs_two_ranks(tmp_path):
