@@ -31,3 +31,9 @@ def test_notebook_is_committed_without_outputs(path):
              and (cell.outputs or cell.execution_count is not None)]
     assert not dirty, (f"{path.name}: code cells {dirty} have outputs or execution counts; "
                        f"clear them (jupyter nbconvert --clear-output --inplace {path.name})")
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_notebook_is_a_page_of_the_textbook(notebook):
+    toc = (notebook.parents[1] / "textbook" / "_toc.yml").read_text()
+    assert f"notebooks/{notebook.stem}" in toc, f"add notebooks/{notebook.stem} to _toc.yml"
