@@ -145,10 +145,13 @@ def calibrate(world_size: int = 2, backend: str = "gloo", sizes: Sequence[int] =
     fit = fit_alpha_beta(sizes, result["p2p_times_s"])
     ex_sizes, ex_times = result["exchange_sizes"], result["exchange_times_s"]
     bus, bus_latency = 0.0, 0.0
-    if len(ex_sizes) >= 2:
+    if ex_sizes:
         flows = exchange_flows(world_size)
-        ex_fit = fit_alpha_beta([flows * n for n in ex_sizes], ex_times)
-        bus, bus_latency = ex_fit.bandwidth_Bps, ex_fit.alpha_s
+        try:
+            ex_fit = fit_alpha_beta([flows * n for n in ex_sizes], ex_times)
+            bus, bus_latency = ex_fit.bandwidth_Bps, ex_fit.alpha_s
+        except ValueError:  # too few or too noisy sizes for a line: the largest one alone
+            bus = flows * ex_sizes[-1] / ex_times[-1]
     entry = CalibrationEntry(
         host=this_host(), backend=backend, world_size=world_size,
         latency_s=fit.alpha_s, bandwidth_Bps=fit.bandwidth_Bps,

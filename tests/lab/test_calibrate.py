@@ -45,13 +45,13 @@ def test_fit_refuses_nonsense():
 
 def test_quick_calibration_writes_an_entry_the_simulator_reads(tmp_path):
     path = tmp_path / "cal.json"
-    entry = calibrate(2, sizes=[2**12, 2**16, 2**20], repeats=3, path=path)
+    entry = calibrate(2, sizes=[2**12, 2**16, 2**20, 2**22], repeats=3, path=path)
     assert entry.latency_s >= 0 and entry.bandwidth_Bps > 0
     assert entry.reduce_Bps > 0 and entry.memcpy_Bps > 0 and entry.flops_per_s > 0
-    assert len(entry.fit_rel_residuals) == 3
+    assert len(entry.fit_rel_residuals) == 4
     assert list(load_calibration(path)) == [entry.key]
     assert json.loads(path.read_text())["schema"] == 1
-    assert entry.exchange_sizes == [2**16, 2**20] and entry.bus_bandwidth_Bps > 0
+    assert entry.exchange_sizes == [2**16, 2**20, 2**22] and entry.bus_bandwidth_Bps > 0
     assert entry.bus_latency_s >= 0
     local = Cluster.local(2, path=path)
     assert local.topology.name == "shared_bus"
