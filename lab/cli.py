@@ -136,7 +136,8 @@ def cmd_calibrate(args: argparse.Namespace) -> None:
     for e in entries:
         worst = max((abs(r) for r in e.fit_rel_residuals), default=0.0)
         print(f"{e.key}: α = {e.latency_s * 1e6:.1f} µs, B = {e.bandwidth_Bps / 1e9:.2f} GB/s"
-              f" (fit residuals ≤ {worst:.0%}), reduce {e.reduce_Bps / 1e9:.2f} GB/s, "
+              f" (fit residuals ≤ {worst:.0%}), bus {e.bus_bandwidth_Bps / 1e9:.2f} GB/s with "
+              f"busy α {e.bus_latency_s * 1e6:.0f} µs, reduce {e.reduce_Bps / 1e9:.2f} GB/s, "
               f"copy {e.memcpy_Bps / 1e9:.2f} GB/s, matmul {e.flops_per_s / 1e9:.1f} GFLOP/s")
 
 

@@ -52,11 +52,13 @@ def build_report(out: Path, quick: bool = False, calibration: str | Path | None 
                  "Prediction (simulated twin on this machine's calibration) beside measurement "
                  "(real twin on real processes). Times in µs; error = (predicted − measured) / "
                  "measured.", "", "## Calibration", "",
-                 "| entry | α (µs) | B (GB/s) | reduce (GB/s) | copy (GB/s) | matmul (GFLOP/s) |",
-                 "|---|---|---|---|---|---|"]
+                 "| entry | α (µs) | B (GB/s) | bus (GB/s) | busy α (µs) | reduce (GB/s) "
+                 "| copy (GB/s) | matmul (GFLOP/s) |",
+                 "|---|---|---|---|---|---|---|---|"]
         for world in worlds:
             e = find_entry(max(world, 2), path=calibration)
             lines.append(f"| {e.key} | {e.latency_s * 1e6:.1f} | {e.bandwidth_Bps / 1e9:.2f} "
+                         f"| {e.bus_bandwidth_Bps / 1e9:.2f} | {e.bus_latency_s * 1e6:.1f} "
                          f"| {e.reduce_Bps / 1e9:.2f} | {e.memcpy_Bps / 1e9:.2f} "
                          f"| {e.flops_per_s / 1e9:.1f} |")
         for twin in twins:
