@@ -74,9 +74,7 @@ def _buffers(operation: str, nbytes: int, fill: Callable[[int], Any]) -> tuple[A
     piece = count // p if operation in PIECEWISE else count
     if operation in ("broadcast", "reduce", "all_reduce"):
         return (fill(count),)
-    if operation == "scatter":
-        return fill(piece), fill(count) if rank == 0 else None
-    if operation == "gather":
+    if operation in ("scatter", "gather"):  # (piece, whole buffer on the root only)
         return fill(piece), fill(count) if rank == 0 else None
     if operation == "all_gather":
         return fill(count), fill(piece)
