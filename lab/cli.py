@@ -3,6 +3,7 @@
     distml-lab list [--json]
     distml-lab calibrate [--world 2,4] [--backend gloo] [--quick] [--json]
     distml-lab simulate TWIN [--world 2,4] [--sizes 64KiB:64MiB] [--cluster local|a100|…] [--json]
+    distml-lab simulate MODEL [options] [--json]    (MODEL: zero …, see lab/simulate_models.py)
     distml-lab run TWIN [--world 2] [--sizes …] [--repeats R] [--json]
     distml-lab compare TWIN [--world 2,4] [--sizes …] [--repeats R] [--out DIR] [--json]
     distml-lab report [--out report] [--quick]
@@ -212,6 +213,20 @@ def cmd_compare(args: argparse.Namespace) -> None:
         print(f"median |relative error|: {median_abs_error(records):.1%}")
 
 
+def simulate_model(argv: Sequence[str]) -> None:
+    """``distml-lab simulate MODEL …`` (``argv`` starts with MODEL)."""
+    from lab.simulate_models import MODELS
+    from lab.simulate_models import build_parser as model_parser
+
+    args = model_parser(argv[0], "distml-lab", _Parser).parse_args(argv[1:])
+    doc = MODELS[argv[0]].run(args)
+    if args.json:
+        print(json.dumps(doc, indent=2))
+        return
+    for label, value in MODELS[argv[0]].lines(doc):
+        print(f"{label:<36} {value}")
+
+
 def cmd_report(args: argparse.Namespace) -> None:
     """``distml-lab report``: the tour."""
     from lab.report import build_report
@@ -228,9 +243,14 @@ COMMANDS = {"list": cmd_list, "calibrate": cmd_calibrate, "simulate": cmd_simula
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status (2 for bad input, 1 for a failed run)."""
     from backends.launch import RankError
+    from lab.simulate_models import MODELS
     from simulator.core.calibration import CalibrationError
 
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
+        if len(argv) >= 2 and argv[0] == "simulate" and argv[1] in MODELS:
+            simulate_model(argv[1:])
+            return 0
         args = build_parser().parse_args(argv)
         COMMANDS[args.command](args)
     except (UsageError, CalibrationError, ValueError) as exc:

@@ -81,3 +81,19 @@ def format_size(nbytes: float) -> str:
             value = nbytes / scale
             return f"{value:g}{unit}" if value == int(value) else f"{value:.3g}{unit}"
     return f"{int(nbytes)}B"
+
+
+_COUNT = re.compile(r"^\s*(\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)\s*([kKmMbBtT]?)\s*$")
+COUNT_UNITS = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
+
+
+def parse_count(text: str, what: str = "count") -> int:
+    """``"7.5B"`` → 7_500_000_000; plain numbers (``1e9``) too. Suffixes K, M, B (billion), T."""
+    match = _COUNT.match(text)
+    if not match:
+        raise UsageError(f"invalid {what} {text!r}: expected a whole number like 1500000, "
+                         "1.5e6 or 1.5M (suffixes K, M, B, T)")
+    value = float(match.group(1)) * COUNT_UNITS[match.group(2).upper()]
+    if value != int(value) or value < 0:
+        raise UsageError(f"invalid {what} {text!r}: not a whole number ≥ 0")
+    return int(value)

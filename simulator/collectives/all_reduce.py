@@ -230,7 +230,17 @@ def _ring_step(comm: SimComm, nbytes: int) -> SimGen:
 
 
 def ring_all_reduce_fast(cluster: Cluster, nbytes: int, itemsize: int = 4) -> float:
-    """Makespan of :func:`ring_all_reduce` on ``cluster``, s, without a process per rank.
+    """Makespan of :func:`ring_all_reduce` on ``cluster``, s: :func:`ring_phases_fast` with
+    both phases (the reduce-scatter, then the all-gather)."""
+    return ring_phases_fast(cluster, nbytes, itemsize)
+
+
+def ring_phases_fast(cluster: Cluster, nbytes: int, itemsize: int = 4,
+                     reduce_scatter: bool = True, all_gather: bool = True) -> float:
+    """Makespan of the ring's phases on ``cluster``, s, without a process per rank.
+
+    With both phases it is :func:`ring_all_reduce`; with one, the ring reduce-scatter or the
+    ring all-gather of ``nbytes`` in all (the pieces ZeRO's stages are made of).
 
     The ring's ``2(p−1)`` steps all look alike: every rank sends one chunk to its right
     neighbour while receiving one from its left. So
@@ -265,7 +275,9 @@ def ring_all_reduce_fast(cluster: Cluster, nbytes: int, itemsize: int = 4) -> fl
     reduce_Bps = np.array([device.reduce_Bps for device in cluster.devices])
     ranks = np.arange(p)
     clock = np.zeros(p)
-    for step in range(2 * (p - 1)):
+    steps = [st for st in range(2 * (p - 1))
+             if (reduce_scatter if st < p - 1 else all_gather)]
+    for step in steps:
         scatter = step < p - 1  # reduce-scatter first, then all-gather
         sent = (ranks - step - 1) % p if scatter else (ranks - (step - p + 1)) % p
         send_done = clock + send_s[row[sent], ranks]

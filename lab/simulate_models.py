@@ -1,0 +1,90 @@
+"""``distml-lab simulate MODEL …``: whole-system simulators that take a model, not a message size.
+
+``distml-lab simulate TWIN`` sweeps a twin over message sizes; the commands here instead
+describe a training configuration and print what the simulator predicts for it. Each entry of
+:data:`MODELS` adds its own options to a parser and returns one JSON-able document; chapters add
+theirs to it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from lab.units import UsageError, parse_count
+
+
+@dataclass(frozen=True)
+class ModelCommand:
+    """One ``distml-lab simulate NAME``: its help line, its options, how it runs, and how its
+    document reads as a two-column table without ``--json``."""
+
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], dict[str, Any]]
+    lines: Callable[[dict[str, Any]], list[tuple[str, str]]]
+
+
+MODELS: dict[str, ModelCommand] = {}
+
+
+# ---- ZeRO (chapter 14) ----------------------------------------------------------------------
+
+def _zero_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--params", required=True, help="parameters Ψ, e.g. 7.5B or 1.5e9")
+    p.add_argument("--stage", type=int, required=True, choices=[0, 1, 2, 3],
+                   help="ZeRO stage (0 = plain data parallelism)")
+    p.add_argument("--dp", type=int, required=True, help="data-parallel ranks N_d")
+    p.add_argument("--precision", default="mixed", choices=["mixed", "fp32"])
+    p.add_argument("--optimizer", default="adam", choices=["adam", "momentum", "sgd"])
+    p.add_argument("--cluster", help="also time the step's collectives on a preset: a100, h100, "
+                   "ethernet-10g (dp ranks)")
+
+
+def run_zero(args: argparse.Namespace) -> dict[str, Any]:
+    """``distml-lab simulate zero``."""
+    from simulator.core.hardware import preset
+    from simulator.zero import simulate_zero
+
+    params = parse_count(args.params, "--params")
+    if args.dp < 1:
+        raise UsageError(f"invalid --dp {args.dp}: needs at least 1 rank")
+    cluster = None
+    if args.cluster:
+        if args.cluster == "local":
+            raise UsageError("--cluster takes a preset (a100, h100, ethernet-10g), not local")
+        cluster = preset(args.cluster, args.dp)
+    return simulate_zero(params, args.stage, args.dp, args.precision, args.optimizer, cluster)
+
+
+def zero_table(doc: dict[str, Any]) -> list[tuple[str, str]]:
+    """Human-readable lines for ``simulate zero`` without ``--json``."""
+    from lab.units import format_size
+
+    states = doc["model_states"]
+    lines = [("model states per device", format_size(states["total"])),
+             ("  parameters", format_size(states["parameters"])),
+             ("  gradients", format_size(states["gradients"])),
+             ("  optimizer state", format_size(states["optimizer"])),
+             ("replicated (stage 0) would be", format_size(doc["replicated_bytes_per_device"])),
+             ("sent per rank per step", format_size(doc["communication_bytes_per_step"]))]
+    if "communication_time_s" in doc:
+        lines.append((f"communication on {doc['cluster']}",
+                      f"{doc['communication_time_s'] * 1e3:.1f} ms"))
+    return lines
+
+
+MODELS["zero"] = ModelCommand("ZeRO stages: model-state memory and traffic per device",
+                              _zero_arguments, run_zero, zero_table)
+
+
+def build_parser(name: str, prog: str, parser_class: type[argparse.ArgumentParser]
+                 ) -> argparse.ArgumentParser:
+    """The parser of ``distml-lab simulate NAME``."""
+    command = MODELS[name]
+    p = parser_class(prog=f"{prog} simulate {name}", description=command.help)
+    command.add_arguments(p)
+    p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    return p

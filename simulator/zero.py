@@ -1,0 +1,233 @@
+"""ZeRO — the Zero Redundancy Optimizer's memory and communication, stage by stage.
+
+Rajbhandari, Rasley, Ruwase & He, "ZeRO: Memory Optimizations Toward Training Trillion
+Parameter Models", SC 2020 (book chapter 14). Data parallelism keeps ``N_d`` full copies of the
+*model states* — parameters, gradients and optimizer state. ZeRO partitions them over the
+``N_d`` data-parallel ranks instead:
+
+=========  ==============================  =====================================  ==============
+stage      sharded                         model states per device (mixed Adam)    traffic/step
+=========  ==============================  =====================================  ==============
+0 (DDP)    nothing                         ``(2 + 2 + K)·Ψ``                       ``2Ψ``
+1 (P_os)   optimizer state                 ``4Ψ + K·Ψ/N_d``                        ``2Ψ``
+2 (P_g)    + gradients                     ``2Ψ + (2 + K)·Ψ/N_d``                  ``2Ψ``
+3 (P_p)    + parameters                    ``(4 + K)·Ψ/N_d``                       ``3Ψ``
+=========  ==============================  =====================================  ==============
+
+with ``Ψ`` parameters and ``K = 12`` bytes per parameter of optimizer state for mixed-precision
+Adam (fp32 master weights, momentum and variance); the traffic column counts elements each rank
+sends and receives, up to the factor ``(N_d − 1)/N_d`` of the ring. Stages 1–2 reduce-scatter the
+gradients and all-gather the updated parameters — a ring all-reduce split in two, so the same
+volume as plain data parallelism. Stage 3 all-gathers each layer's parameters again for the
+backward pass: one extra all-gather, 1.5× the traffic.
+
+Everything here is arithmetic except :func:`step_communication`, which times the collectives on
+a cluster model (:mod:`simulator.collectives`' ring fast path, so thousands of ranks are cheap).
+Bytes are bytes; times are seconds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from simulator.collectives.all_reduce import ring_phases_fast
+from simulator.core.hardware import Cluster
+
+Precision = Literal["mixed", "fp32"]
+Optimizer = Literal["adam", "sgd", "momentum"]
+STAGES = (0, 1, 2, 3)
+PRECISIONS: tuple[Precision, ...] = ("mixed", "fp32")
+OPTIMIZERS: tuple[Optimizer, ...] = ("adam", "sgd", "momentum")
+
+
+@dataclass(frozen=True)
+class Bytes:
+    """Bytes per parameter of each model state (ZeRO §3's accounting)."""
+
+    parameter: int
+    gradient: int
+    optimizer: int
+
+
+def bytes_per_parameter(precision: Precision = "mixed", optimizer: Optimizer = "adam") -> Bytes:
+    """Bytes each model state takes per parameter.
+
+    Mixed precision (Micikevicius et al. 2018) keeps fp16 parameters and gradients (2 + 2 bytes)
+    and, in the optimizer, an fp32 master copy (4) plus the optimizer's own fp32 state: Adam's
+    momentum and variance (4 + 4, so ``K = 12``), SGD with momentum's one buffer (``K = 8``),
+    plain SGD none (``K = 4``). In fp32 there is no master copy: parameters and gradients take 4
+    bytes each and ``K`` is just the optimizer state (Adam 8, momentum 4, SGD 0) — what
+    ``torch.optim.Adam`` allocates for fp32 parameters.
+    """
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r}; choose mixed or fp32")
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"unknown optimizer {optimizer!r}; choose adam, momentum or sgd")
+    state = {"adam": 8, "momentum": 4, "sgd": 0}[optimizer]
+    if precision == "mixed":
+        return Bytes(parameter=2, gradient=2, optimizer=4 + state)
+    return Bytes(parameter=4, gradient=4, optimizer=state)
+
+
+@dataclass(frozen=True)
+class ModelStates:
+    """Model-state bytes on one device (the largest shard, when ``Ψ`` does not divide)."""
+
+    parameters: int
+    gradients: int
+    optimizer: int
+
+    @property
+    def total(self) -> int:
+        """All model states, bytes."""
+        return self.parameters + self.gradients + self.optimizer
+
+    def as_dict(self) -> dict[str, int]:
+        """The parts and the total, for JSON."""
+        return {**asdict(self), "total": self.total}
+
+
+def shard_elements(params: int, dp: int) -> int:
+    """Elements of the largest shard when ``params`` are split over ``dp`` ranks: ``⌈Ψ/N_d⌉``
+    (the flat buffer is padded to a multiple of ``N_d``, as ZeRO implementations do)."""
+    return -(-params // dp)
+
+
+def _check(params: int, stage: int, dp: int) -> None:
+    if params < 0:
+        raise ValueError(f"the number of parameters must be ≥ 0, got {params}")
+    if stage not in STAGES:
+        raise ValueError(f"ZeRO stage must be 0, 1, 2 or 3, got {stage}")
+    if dp < 1:
+        raise ValueError(f"the data-parallel degree must be ≥ 1, got {dp}")
+
+
+def model_state_bytes(params: int, stage: int, dp: int, precision: Precision = "mixed",
+                      optimizer: Optimizer = "adam") -> ModelStates:
+    """Model-state bytes per device at ZeRO ``stage`` with ``dp`` data-parallel ranks.
+
+    Stage 1 shards the optimizer state, stage 2 the gradients too, stage 3 the parameters too;
+    a sharded state takes ``⌈Ψ/N_d⌉`` elements per device, a replicated one ``Ψ``. For mixed
+    Adam and ``Ψ`` divisible by ``N_d`` the total is the paper's 16Ψ, 4Ψ + 12Ψ/N_d,
+    2Ψ + 14Ψ/N_d and 16Ψ/N_d.
+    """
+    _check(params, stage, dp)
+    b = bytes_per_parameter(precision, optimizer)
+    shard = shard_elements(params, dp)
+    return ModelStates(parameters=b.parameter * (shard if stage >= 3 else params),
+                       gradients=b.gradient * (shard if stage >= 2 else params),
+                       optimizer=b.optimizer * (shard if stage >= 1 else params))
+
+
+def max_parameters(memory_bytes: float, stage: int, dp: int, precision: Precision = "mixed",
+                   optimizer: Optimizer = "adam") -> int:
+    """The largest ``Ψ`` whose model states fit in ``memory_bytes`` per device (activations and
+    buffers not counted): ZeRO's "how big a model fits" (paper Figure 1 / Table 1)."""
+    _check(0, stage, dp)
+    b = bytes_per_parameter(precision, optimizer)
+    per_param = sum(size / (dp if stage >= s else 1) for size, s in
+                    ((b.optimizer, 1), (b.gradient, 2), (b.parameter, 3)))
+    guess = int(memory_bytes / per_param)
+    while guess > 0 and model_state_bytes(guess, stage, dp, precision, optimizer).total \
+            > memory_bytes:  # ⌈Ψ/N_d⌉ can add up to one element per shard
+        guess -= max(1, dp)
+    return max(guess, 0)
+
+
+@dataclass(frozen=True)
+class Collective:
+    """One collective of a training step: its kind and the bytes of the full buffer."""
+
+    kind: Literal["all_reduce", "reduce_scatter", "all_gather"]
+    nbytes: int
+    purpose: str
+
+
+def step_collectives(params: int, stage: int, dp: int, precision: Precision = "mixed",
+                     optimizer: Optimizer = "adam") -> list[Collective]:
+    """The collectives one training step runs, in order (gradients and parameters travel in
+    the training precision: fp16 when mixed).
+
+    * stage 0: all-reduce the gradients;
+    * stages 1 and 2: reduce-scatter the gradients (each rank keeps the shard it updates), then
+      all-gather the updated parameters (the ring all-reduce cut in two);
+    * stage 3: all-gather the parameters before the forward pass and again before the
+      backward pass (they were freed in between), reduce-scatter the gradients.
+    """
+    _check(params, stage, dp)
+    b = bytes_per_parameter(precision, optimizer)
+    grads, weights = params * b.gradient, params * b.parameter
+    if stage == 0:
+        return [Collective("all_reduce", grads, "average the gradients")]
+    if stage in (1, 2):
+        return [Collective("reduce_scatter", grads, "sum each gradient shard on its owner"),
+                Collective("all_gather", weights, "share the updated parameter shards")]
+    return [Collective("all_gather", weights, "gather the parameters for the forward pass"),
+            Collective("all_gather", weights, "gather them again for the backward pass"),
+            Collective("reduce_scatter", grads, "sum each gradient shard on its owner")]
+
+
+def ring_volume(kind: str, nbytes: int, dp: int) -> float:
+    """Bytes one rank sends in a ring collective of an ``nbytes`` buffer: ``(N_d−1)/N_d·n`` for a
+    reduce-scatter or an all-gather, twice that for an all-reduce."""
+    share = (dp - 1) / dp * nbytes
+    return 2 * share if kind == "all_reduce" else share
+
+
+def communication_bytes(params: int, stage: int, dp: int, precision: Precision = "mixed",
+                        optimizer: Optimizer = "adam") -> float:
+    """Bytes each rank sends per step (ring collectives): ``2(N_d−1)/N_d·Ψ`` gradient-sized
+    buffers for stages 0–2, ``3(N_d−1)/N_d·Ψ`` for stage 3 — ZeRO's 1.5×."""
+    return sum(ring_volume(c.kind, c.nbytes, dp)
+               for c in step_collectives(params, stage, dp, precision, optimizer))
+
+
+def step_communication(cluster: Cluster, params: int, stage: int,
+                       precision: Precision = "mixed", optimizer: Optimizer = "adam"
+                       ) -> list[dict[str, Any]]:
+    """Each collective of a step timed on ``cluster`` (all its ranks data-parallel), seconds:
+    ring reduce-scatter and all-gather phases on the cluster's network and contention model,
+    not overlapped with compute (an upper bound on the exposed time)."""
+    dp = cluster.world_size
+    rows = []
+    for c in step_collectives(params, stage, dp, precision, optimizer):
+        itemsize = 2 if precision == "mixed" else 4
+        if dp == 1:
+            seconds = 0.0
+        else:
+            seconds = ring_phases_fast(cluster, c.nbytes, itemsize,
+                                       reduce_scatter=c.kind != "all_gather",
+                                       all_gather=c.kind != "reduce_scatter")
+        rows.append({"kind": c.kind, "purpose": c.purpose, "bytes": c.nbytes,
+                     "sent_bytes_per_rank": ring_volume(c.kind, c.nbytes, dp),
+                     "time_s": seconds})
+    return rows
+
+
+def simulate_zero(params: int, stage: int, dp: int, precision: Precision = "mixed",
+                  optimizer: Optimizer = "adam", cluster: Cluster | None = None
+                  ) -> dict[str, Any]:
+    """Everything about one configuration: model states per device (and their parts), bytes
+    sent per rank per step, and — given a cluster of ``dp`` ranks — the time of each collective.
+    What ``distml-lab simulate zero`` prints."""
+    states = model_state_bytes(params, stage, dp, precision, optimizer)
+    doc: dict[str, Any] = {
+        "params": params, "stage": stage, "dp": dp, "precision": precision,
+        "optimizer": optimizer,
+        "model_state_bytes_per_device": states.total,
+        "model_states": states.as_dict(),
+        "replicated_bytes_per_device": model_state_bytes(params, 0, dp, precision,
+                                                         optimizer).total,
+        "communication_bytes_per_step": communication_bytes(params, stage, dp, precision,
+                                                            optimizer),
+    }
+    if cluster is not None:
+        if cluster.world_size != dp:
+            raise ValueError(f"the cluster has {cluster.world_size} ranks but dp is {dp}")
+        rows = step_communication(cluster, params, stage, precision, optimizer)
+        doc["cluster"] = cluster.name
+        doc["collectives"] = rows
+        doc["communication_time_s"] = math.fsum(r["time_s"] for r in rows)
+    return doc
