@@ -176,13 +176,17 @@ def _chunks(schedule: Schedule) -> int:
 
 
 def timeline(schedule: Schedule, forward_s: float | Sequence[float] = 1.0,
-             backward_s: float | Sequence[float] = 1.0) -> list[list[Span]]:
-    """Run a schedule as early as its dependencies allow, with free communication.
+             backward_s: float | Sequence[float] = 1.0,
+             p2p_s: float | Sequence[float] = 0.0) -> list[list[Span]]:
+    """Run a schedule as early as its dependencies allow: its critical path, exactly.
 
     Each rank executes its actions in order; an action starts when the rank is free and its
     inputs exist (see the module docstring). ``forward_s``/``backward_s`` are one number for
-    every stage or one per virtual stage (``chunk·p + rank``), s. Returns each rank's spans;
-    raises ``ValueError`` if the schedule deadlocks or misses/duplicates an action.
+    every stage or one per virtual stage (``chunk·p + rank``), s. ``p2p_s`` is the delay of
+    an activation (forward) or gradient (backward) between virtual stages ``j`` and ``j + 1``
+    when they sit on different ranks, one number or one per boundary, s — links that never
+    queue (α-β with no contention). Returns each rank's spans; raises ``ValueError`` if the
+    schedule deadlocks or misses/duplicates an action.
     """
     p, v = len(schedule), _chunks(schedule)
     stages = p * v
@@ -190,9 +194,14 @@ def timeline(schedule: Schedule, forward_s: float | Sequence[float] = 1.0,
     def cost(t: float | Sequence[float], stage: int) -> float:
         return float(t) if isinstance(t, int | float) else float(t[stage])
 
-    for name, t in (("forward_s", forward_s), ("backward_s", backward_s)):
-        if not isinstance(t, int | float) and len(t) != stages:
-            raise ValueError(f"{name} has {len(t)} entries for {stages} stages")
+    for name, t, n in (("forward_s", forward_s, stages), ("backward_s", backward_s, stages),
+                       ("p2p_s", p2p_s, stages - 1)):
+        if not isinstance(t, int | float) and len(t) != n:
+            raise ValueError(f"{name} has {len(t)} entries for {n} "
+                             f"{'boundaries' if name == 'p2p_s' else 'stages'}")
+
+    def delay(boundary: int) -> float:
+        return cost(p2p_s, boundary) if p > 1 else 0.0
     microbatches = {a.microbatch for actions in schedule for a in actions}
     for rank, actions in enumerate(schedule):
         for c in range(v):
@@ -212,19 +221,20 @@ def timeline(schedule: Schedule, forward_s: float | Sequence[float] = 1.0,
             while nxt[rank] < len(schedule[rank]):
                 a = schedule[rank][nxt[rank]]
                 stage = a.chunk * p + rank
+                # (dependency, delay after it): the input from the neighbouring stage
                 if a.kind == "F":
-                    deps = [("F", a.microbatch, stage - 1)] if stage else []
+                    deps = [(("F", a.microbatch, stage - 1), delay(stage - 1))] if stage else []
                     duration = cost(forward_s, stage)
                 elif a.kind == "B":
-                    deps = [("F", a.microbatch, stage)]
+                    deps = [(("F", a.microbatch, stage), 0.0)]
                     if stage < stages - 1:
-                        deps.append(("B", a.microbatch, stage + 1))
+                        deps.append((("B", a.microbatch, stage + 1), delay(stage)))
                     duration = cost(backward_s, stage)
                 else:
                     raise ValueError(f"rank {rank}: unknown action kind {a.kind!r}")
-                if any(d not in done for d in deps):
+                if any(d not in done for d, _ in deps):
                     break
-                start = max([free[rank], *(done[d] for d in deps)])
+                start = max([free[rank], *(done[d] + lag for d, lag in deps)])
                 free[rank] = done[(a.kind, a.microbatch, stage)] = start + duration
                 spans[rank].append((start, start + duration, a))
                 nxt[rank] += 1
