@@ -7,6 +7,7 @@
     distml-lab run TWIN [--world 2] [--sizes …] [--repeats R] [--json]
     distml-lab compare TWIN [--world 2,4] [--sizes …] [--repeats R] [--out DIR] [--json]
     distml-lab report [--out report] [--quick]
+    distml-lab store-demo [--world 4] [--missing-timeout 0.5] [--json]   (ch. 5 rendezvous)
 
 Bad input gets one line on stderr and exit status 2, never a traceback; long work shows
 progress on stderr; ``--json`` prints one JSON document on stdout.
@@ -73,6 +74,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="report", help="output folder (default: report)")
     p.add_argument("--quick", action="store_true", help="shortest sweeps (smoke test)")
     p.add_argument("--calibration", help="calibration file")
+    p = sub.add_parser("store-demo", help="rendezvous: a TCPStore and process groups, per rank")
+    p.add_argument("--world", type=int, default=4, help="ranks (1-16, default 4)")
+    p.add_argument("--missing-timeout", type=float, default=0.5,
+                   help="seconds to wait for a key nobody sets (default 0.5)")
+    p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     return parser
 
 
@@ -236,8 +242,17 @@ def cmd_report(args: argparse.Namespace) -> None:
     print(f"report written to {path}")
 
 
+def cmd_store_demo(args: argparse.Namespace) -> None:
+    """``distml-lab store-demo``: what each rank sees in a TCPStore and in sub-groups."""
+    from backends.store_demo import format_report, run
+
+    seen = run(args.world, args.missing_timeout)
+    print(json.dumps({"ranks": seen}, indent=2) if args.json else format_report(seen))
+
+
 COMMANDS = {"list": cmd_list, "calibrate": cmd_calibrate, "simulate": cmd_simulate,
-            "run": cmd_run, "compare": cmd_compare, "report": cmd_report}
+            "run": cmd_run, "compare": cmd_compare, "report": cmd_report,
+            "store-demo": cmd_store_demo}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
