@@ -32,7 +32,7 @@ Sources: GPipe (Huang et al., NeurIPS 2019); torchgpipe (Kim et al. 2020); PipeD
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -127,21 +127,7 @@ class Pipeline:
     # ---- once: agree on shapes ---------------------------------------------------------------
 
     def _setup(self, micro_inputs: list[torch.Tensor] | None) -> None:
-        """Agree on every boundary's shapes in stage order and allocate the buffers."""
-        for k in sorted(self.modules):
-            if k == 0:
-                assert micro_inputs is not None
-                inputs = [TensorMeta.of(x) for x in micro_inputs]
-            else:
-                inputs = self.comm.recv_meta(k)
-            outputs = []
-            for i, meta in enumerate(inputs):
-                out, self._full_bytes[(k, i)] = _dry_run(self.modules[k], meta, k > 0)
-                outputs.append(out)
-            if k < self.last:
-                self.comm.send_meta(k, outputs)
-            self.comm.allocate(k, inputs if k else None, outputs if k < self.last else None)
-            self._in_metas[k] = inputs
+        self._in_metas, self._full_bytes = agree_shapes(self.comm, self.modules, micro_inputs)
 
     # ---- one step ----------------------------------------------------------------------------
 
@@ -216,6 +202,36 @@ class Pipeline:
         del y
         if k > 0 and x.requires_grad:
             self.comm.send_gradient(k, i, x.grad if x.grad is not None else torch.zeros_like(x))
+
+
+def agree_shapes(comm: StageComm, modules: Mapping[int, nn.Module],
+                 micro_inputs: list[torch.Tensor] | None
+                 ) -> tuple[dict[int, list[TensorMeta]], dict[tuple[int, int], int]]:
+    """Agree on every boundary's shapes, stage after stage, and allocate the fixed buffers.
+
+    Stage 0 knows its micro-batches; every later stage receives its inputs' shapes from the
+    stage before, finds its outputs' shapes by a dry run (:func:`_dry_run`) and tells the
+    next stage. Returns each owned stage's input shapes per micro-batch, and the activation
+    bytes each (stage, micro-batch) saves without checkpointing.
+    """
+    in_metas: dict[int, list[TensorMeta]] = {}
+    full_bytes: dict[tuple[int, int], int] = {}
+    last = comm.stages - 1
+    for k in sorted(modules):
+        if k == 0:
+            assert micro_inputs is not None
+            inputs = [TensorMeta.of(x) for x in micro_inputs]
+        else:
+            inputs = comm.recv_meta(k)
+        outputs = []
+        for i, meta in enumerate(inputs):
+            out, full_bytes[(k, i)] = _dry_run(modules[k], meta, k > 0)
+            outputs.append(out)
+        if k < last:
+            comm.send_meta(k, outputs)
+        comm.allocate(k, inputs if k else None, outputs if k < last else None)
+        in_metas[k] = inputs
+    return in_metas, full_bytes
 
 
 def _label(kind: str, microbatch: int, stage: int, ranks: int) -> str:
