@@ -17,7 +17,9 @@ With a profile of ``n`` layers (``T_l`` = forward + backward s, ``a_l`` = output
   (:func:`simulator.collectives.all_reduce.ring_all_reduce_cost`; PipeDream overlaps it with
   compute, hence ``max``; the paper's parameter-server form is ``4(r−1)n/(rB)``);
 * the boundary after layer ``i`` costs ``C_i = 2·(α + a_i/B)`` (activation forward, its
-  gradient backward), a pipeline stage of its own since communication overlaps compute;
+  gradient backward: the paper's ``2·C_i``), a pipeline stage of its own since communication
+  overlaps compute; with ``full_duplex=True`` the two directions travel at once and it costs
+  ``α + a_i/B``;
 * ``A(j, m)`` — the slowest stage of the best pipeline of layers ``0..j`` on ``m`` devices::
 
       A(j, m) = min( T(0→j, m),
@@ -88,13 +90,14 @@ def stage_time(profile: Sequence[LayerProfile], layers: range, replicas: int,
 
 
 def boundary_time(profile: Sequence[LayerProfile], after: int, bandwidth_Bps: float,
-                  latency_s: float = 0.0) -> float:
-    """``C_i``: the activation after layer ``after`` forward plus its gradient backward, s."""
-    return 2 * (latency_s + profile[after].out_bytes / bandwidth_Bps)
+                  latency_s: float = 0.0, full_duplex: bool = False) -> float:
+    """``C_i``: the activation after layer ``after`` forward plus its gradient backward, s
+    (one after the other; at once when ``full_duplex``)."""
+    return (1 if full_duplex else 2) * (latency_s + profile[after].out_bytes / bandwidth_Bps)
 
 
 def plan_pipedream(profile: Sequence[LayerProfile], devices: int, bandwidth_Bps: float,
-                   latency_s: float = 0.0) -> PipeDreamPlan:
+                   latency_s: float = 0.0, full_duplex: bool = False) -> PipeDreamPlan:
     """The plan of least time per input on at most ``devices`` devices (PipeDream §3.1)."""
     n = len(profile)
     if n < 1:
@@ -121,7 +124,7 @@ def plan_pipedream(profile: Sequence[LayerProfile], devices: int, bandwidth_Bps:
             value = t(0, j, m)
             split: tuple[int, int] | None = None
             for i in range(j):
-                comm = boundary_time(profile, i, bandwidth_Bps, latency_s)
+                comm = boundary_time(profile, i, bandwidth_Bps, latency_s, full_duplex)
                 for m2 in range(1, m):
                     candidate = max(best[i][m - m2][0], comm, t(i + 1, j, m2))
                     if candidate < value:
@@ -147,7 +150,7 @@ def plan_pipedream(profile: Sequence[LayerProfile], devices: int, bandwidth_Bps:
 
 
 def plan_time(profile: Sequence[LayerProfile], balance: Sequence[int], replicas: Sequence[int],
-              bandwidth_Bps: float, latency_s: float = 0.0) -> float:
+              bandwidth_Bps: float, latency_s: float = 0.0, full_duplex: bool = False) -> float:
     """Time per input of a given plan (slowest stage or boundary), s — the DP's objective."""
     if len(balance) != len(replicas):
         raise ValueError(f"{len(balance)} stages but {len(replicas)} replica counts")
@@ -157,5 +160,6 @@ def plan_time(profile: Sequence[LayerProfile], balance: Sequence[int], replicas:
                                       latency_s))
         start += b
         if k < len(balance) - 1:
-            worst = max(worst, boundary_time(profile, start - 1, bandwidth_Bps, latency_s))
+            worst = max(worst, boundary_time(profile, start - 1, bandwidth_Bps, latency_s,
+                                             full_duplex))
     return worst

@@ -61,13 +61,14 @@ def test_bad_balance_input_gets_a_clear_error(call, words):
 
 # -- PipeDream's planner ------------------------------------------------------------------------
 
-def brute_force_plan(profile, devices, bandwidth, latency):
+def brute_force_plan(profile, devices, bandwidth, latency, duplex):
     best = float("inf")
     for k in range(1, min(len(profile), devices) + 1):
         for balance in compositions(len(profile), k):
             for replicas in itertools.product(range(1, devices + 1), repeat=k):
                 if sum(replicas) <= devices:
-                    best = min(best, plan_time(profile, balance, replicas, bandwidth, latency))
+                    best = min(best, plan_time(profile, balance, replicas, bandwidth, latency,
+                                               duplex))
     return best
 
 
@@ -75,15 +76,16 @@ layers = st.lists(st.tuples(st.floats(0.01, 1.0), st.integers(0, 2000), st.integ
                   min_size=1, max_size=5)
 
 
-@given(costs=layers, devices=st.integers(1, 4), latency=st.sampled_from([0.0, 1e-3]))
-def test_planner_finds_the_brute_force_optimum(costs, devices, latency):
+@given(costs=layers, devices=st.integers(1, 4), latency=st.sampled_from([0.0, 1e-3]),
+       duplex=st.booleans())
+def test_planner_finds_the_brute_force_optimum(costs, devices, latency, duplex):
     profile = [LayerProfile(str(i), t, 2 * t, 0, w, out) for i, (t, out, w) in enumerate(costs)]
     bandwidth = 1e4
-    plan = plan_pipedream(profile, devices, bandwidth, latency)
+    plan = plan_pipedream(profile, devices, bandwidth, latency, duplex)
     assert plan.time_per_input_s == pytest.approx(
-        brute_force_plan(profile, devices, bandwidth, latency))
+        brute_force_plan(profile, devices, bandwidth, latency, duplex))
     assert plan.time_per_input_s == pytest.approx(
-        plan_time(profile, plan.balance, plan.replicas, bandwidth, latency))
+        plan_time(profile, plan.balance, plan.replicas, bandwidth, latency, duplex))
     assert sum(plan.balance) == len(profile) and plan.devices <= devices
     assert plan.throughput == pytest.approx(1 / plan.time_per_input_s)
 
