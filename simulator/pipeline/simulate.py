@@ -36,14 +36,17 @@ schedule's critical path — exactly (tests check both).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from simulator.collectives.all_reduce import ring_all_reduce
 from simulator.core.comm import SimComm, SimGen, SimResult, SimWork, run_spmd
 from simulator.core.engine import Trace
 from simulator.core.hardware import Cluster
 from simulator.pipeline.balance import balance_by_time
+from simulator.pipeline.cores import CorePool
 from simulator.pipeline.profile import LayerProfile, stage_profiles
 from simulator.pipeline.schedules import (
     Schedule,
@@ -102,7 +105,8 @@ class PipelineResult:
             flush's all-reduce and update), s.
         throughput: micro-batches per second, ``replicas · m / step_time_s``.
         bubble_fraction: idle share of the ranks' time, ``1 − busy/(ranks · step)`` (GPipe's
-            definition; compute counts as busy, waiting and communication do not).
+            definition; compute counts as busy, waiting and communication do not; a rank
+            computing slowly on an oversubscribed core counts as busy).
         peak_activation_bytes: per rank, the peak of activation memory.
         parameter_bytes: per rank, the bytes of the weights it holds (one version).
         weight_versions: per rank, the most weight versions held at once (1 for synchronous
@@ -133,10 +137,15 @@ def _checkpointed(mode: str, microbatch: int, microbatches: int) -> bool:
     return mode == "always" or (mode == "except_last" and microbatch < microbatches - 1)
 
 
-def _spend(comm: SimComm, seconds: float, name: str) -> SimGen:
+def _spend(comm: SimComm, seconds: float, name: str, cores: CorePool | None) -> SimGen:
+    """Compute for ``seconds`` (one-core time); return the wall time it took, s."""
     start = comm.now
-    yield comm.env.timeout(seconds)
+    if cores is None:
+        yield comm.env.timeout(seconds)
+    else:
+        yield from cores.run(seconds)
     comm.span("compute", name, start)
+    return comm.now - start
 
 
 def _tag(stage: int, microbatch: int, stages: int, backward: bool) -> int:
@@ -146,13 +155,22 @@ def _tag(stage: int, microbatch: int, stages: int, backward: bool) -> int:
 
 def pipeline_stage(comm: SimComm, schedule: Schedule, costs: Sequence[StageCost],
                    microbatches: int, checkpoint: str, pipelines: int,
-                   update_s: float, update_each_backward: bool) -> SimGen:
+                   update_s: float, update_each_backward: bool,
+                   shared: dict[str, Any]) -> SimGen:
     """Rank program: run this rank's actions; then all-reduce and update at the flush.
 
     Returns the seconds this rank spent computing (forward, recompute, backward, update).
-
-    Global rank ``d·p + r`` is stage rank ``r`` of data-parallel pipeline ``d``.
+    Global rank ``d·p + r`` is stage rank ``r`` of data-parallel pipeline ``d``. All ranks'
+    ``shared["cores"]`` CPU cores form one :class:`~simulator.pipeline.cores.CorePool`
+    (``math.inf``: a core per rank, no pool).
     """
+    pool: CorePool | None = None
+    if not math.isinf(shared["cores"]):
+        pool = shared.setdefault("pool", CorePool(comm.env, shared["cores"]))
+
+    def spend(seconds: float, name: str) -> SimGen:
+        return _spend(comm, seconds, name, pool)
+
     p = len(schedule)
     pipe = comm.new_group([comm.rank // p * p + s for s in range(p)])
     replicas = comm.new_group([d * p + comm.rank % p for d in range(pipelines)])
@@ -168,8 +186,7 @@ def pipeline_stage(comm: SimComm, schedule: Schedule, costs: Sequence[StageCost]
         if a.kind == "F":
             if j > 0 and p > 1:
                 yield from pipe.recv((j - 1) % p, c.input_bytes, _tag(j, i, len(costs), False))
-            yield from _spend(pipe, c.forward_s, f"F{i}")
-            busy += c.forward_s
+            busy += yield from spend(c.forward_s, f"F{i}")
             kept[(i, a.chunk)] = c.input_bytes if ckpt else c.activation_bytes
             pipe.alloc(kept[(i, a.chunk)])
             if j < last and p > 1:
@@ -180,17 +197,14 @@ def pipeline_stage(comm: SimComm, schedule: Schedule, costs: Sequence[StageCost]
                 yield from pipe.recv((j + 1) % p, c.output_bytes, _tag(j, i, len(costs), True))
             if ckpt:  # re-materialise the stage's activations from the checkpoint
                 pipe.alloc(c.activation_bytes)
-                yield from _spend(pipe, c.forward_s, f"R{i}")
-                busy += c.forward_s
-            yield from _spend(pipe, c.backward_s, f"B{i}")
-            busy += c.backward_s
+                busy += yield from spend(c.forward_s, f"R{i}")
+            busy += yield from spend(c.backward_s, f"B{i}")
             pipe.free(kept.pop((i, a.chunk)) + (c.activation_bytes if ckpt else 0))
             if j > 0 and p > 1:
                 sends.append(pipe.isend((j - 1) % p, c.input_bytes,
                                         _tag(j - 1, i, len(costs), True)))
             if update_each_backward and update_s:
-                yield from _spend(pipe, update_s, f"U{i}")
-                busy += update_s
+                busy += yield from spend(update_s, f"U{i}")
     for work in sends:
         yield work.wait()
     if pipelines > 1:
@@ -199,8 +213,7 @@ def pipeline_stage(comm: SimComm, schedule: Schedule, costs: Sequence[StageCost]
         yield from ring_all_reduce(replicas, grads)
         comm.span("step", "all-reduce gradients", start, grads)
     if update_s and not update_each_backward:
-        yield from _spend(pipe, update_s, "update")
-        busy += update_s
+        busy += yield from spend(update_s, "update")
     return busy
 
 
@@ -230,7 +243,7 @@ def simulate_pipeline(cluster: Cluster, profile: Sequence[LayerProfile],
                       schedule: str = "gpipe", checkpoint: str = "never", *,
                       chunks: int = 1, input_bytes: int = 0, replicas: int = 1,
                       update_s: float = 0.0, batch: int | None = None,
-                      trace: bool = True) -> PipelineResult:
+                      cores: float = math.inf, trace: bool = True) -> PipelineResult:
     """Simulate one pipeline step on ``cluster`` (a step of async PipeDream: ``m`` inputs).
 
     Args:
@@ -249,6 +262,9 @@ def simulate_pipeline(cluster: Cluster, profile: Sequence[LayerProfile],
         replicas: data-parallel pipelines; each stage all-reduces its gradients at the flush.
         update_s: optimizer time per update on each rank, s.
         batch: micro-batches per weight version for ``pipedream_2bw`` (default: stages).
+        cores: CPU cores the ranks share (ranks as processes on one host: while more ranks
+            compute than there are cores, each computes at ``cores/computing`` speed;
+            :mod:`~simulator.pipeline.cores`). ``math.inf``: a core per rank.
         trace: record spans.
     """
     if replicas < 1:
@@ -270,7 +286,7 @@ def simulate_pipeline(cluster: Cluster, profile: Sequence[LayerProfile],
     costs = stage_costs(profile, balance, input_bytes)
     actions, versions = _schedule(schedule, p, microbatches, chunks, batch)
     sim = run_spmd(cluster, pipeline_stage, actions, costs, microbatches, checkpoint,
-                   replicas, update_s, schedule == "pipedream", trace=trace)
+                   replicas, update_s, schedule == "pipedream", {"cores": cores}, trace=trace)
     busy = sum(sim.returns)
     step = sim.makespan_s
     params = [sum(costs[j].parameter_bytes for j in range(r % p, p * v, p))

@@ -149,3 +149,23 @@ def test_bad_input_gets_a_clear_error(kwargs, words):
     args = {"balance": None, "microbatches": 4, **kwargs}
     with pytest.raises(ValueError, match=words):
         simulate_pipeline(cluster(2), uniform_profile(4, 1.0, 1.0), **args)
+
+
+def test_one_core_serialises_every_stage_and_enough_cores_change_nothing():
+    p, m = 4, 8
+    profile = uniform_profile(p, 1.0, 2.0)
+    free = simulate_pipeline(cluster(p), profile, None, m, "1f1b")
+    assert simulate_pipeline(cluster(p), profile, None, m, "1f1b", cores=p).step_time_s == (
+        pytest.approx(free.step_time_s))
+    one = simulate_pipeline(cluster(p), profile, None, m, "1f1b", cores=1)
+    assert one.step_time_s == pytest.approx(p * m * 3.0)  # all the work, one piece at a time
+
+
+@given(cores=st.floats(1.0, 4.0), name=st.sampled_from(["gpipe", "1f1b"]))
+def test_sharing_cores_lies_between_the_work_bound_and_one_core_each(cores, name):
+    p, m = 4, 6
+    profile = uniform_profile(p, 1.0, 2.0)
+    free = simulate_pipeline(cluster(p), profile, None, m, name).step_time_s
+    shared = simulate_pipeline(cluster(p), profile, None, m, name, cores=cores).step_time_s
+    assert shared >= max(free, p * m * 3.0 / cores) - 1e-9
+    assert shared <= free * p / min(cores, p) + 1e-9

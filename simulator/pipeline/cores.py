@@ -1,0 +1,73 @@
+"""A pool of CPU cores shared by the ranks' computations (processor sharing).
+
+On one host, ranks are processes, and when more of them compute at once than there are cores,
+the operating system time-slices them: with ``n`` computations running on ``c`` cores each
+advances at ``min(1, c/n)`` of its one-core speed (processor sharing, Kleinrock 1967 — the
+same max-min rule the network's ``fair`` links use for bytes). A per-layer profile measured on
+one process gives one-core times; this pool turns them into times under oversubscription, e.g.
+four pipeline stages on a two-core laptop.
+
+``cores = math.inf`` (the default of :func:`~simulator.pipeline.simulate.simulate_pipeline`)
+means every rank has its own core: a computation takes exactly its time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Generator
+from typing import Any
+
+import simpy
+
+
+class CorePool:
+    """``cores`` cores shared fairly by whatever computations run at the moment."""
+
+    def __init__(self, env: simpy.Environment, cores: float) -> None:
+        if not cores > 0:
+            raise ValueError(f"cores must be > 0, got {cores}")
+        self.env, self.cores = env, cores
+        self._jobs: dict[int, list[Any]] = {}  # id -> [remaining one-core seconds, done event]
+        self._ids = 0
+        self._last = 0.0
+        self._version = 0
+
+    def _rate(self) -> float:
+        return min(1.0, self.cores / len(self._jobs)) if self._jobs else 1.0
+
+    def _advance(self) -> None:
+        now = float(self.env.now)
+        rate = self._rate()
+        for job in self._jobs.values():
+            job[0] -= (now - self._last) * rate
+        self._last = now
+
+    def _reschedule(self) -> None:
+        self._version += 1
+        if self._jobs:
+            soonest = min(job[0] for job in self._jobs.values())
+            self.env.process(self._wake(max(soonest, 0.0) / self._rate(), self._version))
+
+    def _wake(self, dt: float, version: int) -> Generator[simpy.Event, Any, None]:
+        yield self.env.timeout(dt)
+        if version != self._version:
+            return  # a start or finish since then rescheduled
+        self._advance()
+        # finish every job within rounding of zero, then share the cores anew
+        for key, (remaining, done) in list(self._jobs.items()):
+            if remaining <= 1e-12 * max(1.0, self._last):
+                del self._jobs[key]
+                done.succeed()
+        self._reschedule()
+
+    def run(self, seconds: float) -> Generator[simpy.Event, Any, None]:
+        """Compute for ``seconds`` of one-core time, slowed while the cores are oversubscribed."""
+        if math.isinf(self.cores) or seconds <= 0:
+            yield self.env.timeout(max(seconds, 0.0))
+            return
+        self._advance()
+        done = self.env.event()
+        self._jobs[self._ids] = [seconds, done]
+        self._ids += 1
+        self._reschedule()
+        yield done
