@@ -223,9 +223,11 @@ def agree_shapes(comm: StageComm, modules: Mapping[int, nn.Module],
             inputs = [TensorMeta.of(x) for x in micro_inputs]
         else:
             inputs = comm.recv_meta(k)
-        outputs = []
-        for i, meta in enumerate(inputs):
-            out, full_bytes[(k, i)] = _dry_run(modules[k], meta, k > 0)
+        outputs, seen = [], {}
+        for i, meta in enumerate(inputs):  # micro-batches have at most two distinct shapes
+            if meta not in seen:
+                seen[meta] = _dry_run(modules[k], meta, k > 0)
+            out, full_bytes[(k, i)] = seen[meta]
             outputs.append(out)
         if k < last:
             comm.send_meta(k, outputs)

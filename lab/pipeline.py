@@ -1,0 +1,224 @@
+"""A pipeline step measured and predicted, side by side (book ch. 8–11).
+
+:class:`PipelineSetup` names one experiment: a model (:func:`backends.pipeline.models.mlp`),
+a mini-batch, the number of stages, micro-batches, schedule and checkpoint mode. Then
+
+* :func:`profile` measures the model's per-layer costs on ONE process
+  (:func:`backends.pipeline.profiler.profile_layers`) at the micro-batch size;
+* :func:`predict` hands that profile to the simulated twin
+  (:func:`simulator.pipeline.simulate.simulate_pipeline`) on this machine's calibrated
+  cluster (:meth:`simulator.core.hardware.Cluster.local`), with the host's CPU cores shared by
+  the stage processes (``cores``) — on a 2-core laptop, 3 or 4 stages computing at once get
+  ``2/3`` or ``1/2`` of a core each;
+* :func:`measure` runs the real twin (:class:`backends.pipeline.runtime.Pipeline`) on real
+  processes, times steps (median, p10/p90 of the slowest rank), records one traced step and
+  the peak activation bytes per stage — and, for GPipe and 1F1B, times
+  ``torch.distributed.pipelining`` on the same split, interleaved in the same rounds;
+* :func:`side_by_side` does all three and computes the relative errors.
+
+Nothing of the measured pipeline feeds the prediction: only the one-process profile and the
+calibrated primitives do.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from simulator.core.engine import Trace
+from simulator.pipeline.balance import balance_by_time
+from simulator.pipeline.profile import LayerProfile
+from simulator.pipeline.simulate import PipelineResult, simulate_pipeline
+
+
+@dataclass(frozen=True)
+class PipelineSetup:
+    """One pipeline experiment.
+
+    Attributes:
+        layers, width, hidden: the MLP (``layers`` blocks ``width → hidden → width``).
+        batch: examples per mini-batch; ``microbatches`` splits it.
+        stages: pipeline ranks; ``chunks``: model chunks per rank (interleaved only).
+        schedule: ``gpipe``, ``1f1b`` or ``interleaved``.
+        checkpoint: ``never``, ``except_last`` or ``always``.
+        balance: layers per (virtual) stage; ``None``: torchgpipe's balance by time on the
+            profile.
+        seed: model and data seed.
+    """
+
+    layers: int = 8
+    width: int = 256
+    hidden: int = 1024
+    batch: int = 64
+    stages: int = 2
+    microbatches: int = 4
+    schedule: str = "gpipe"
+    checkpoint: str = "never"
+    chunks: int = 1
+    balance: tuple[int, ...] | None = None
+    seed: int = 0
+
+    @property
+    def virtual_stages(self) -> int:
+        """Stages of the model: ``stages · chunks``."""
+        return self.stages * (self.chunks if self.schedule == "interleaved" else 1)
+
+    def with_balance(self, profile: list[LayerProfile]) -> PipelineSetup:
+        """This setup with an explicit balance (by time on ``profile`` if none was given)."""
+        if self.balance is not None:
+            return self
+        return replace(self, balance=tuple(balance_by_time(profile, self.virtual_stages)))
+
+    def build(self) -> tuple[Any, Any, Any]:
+        """(model, inputs, targets), the same on every rank."""
+        import torch
+
+        from backends.pipeline.models import mlp
+
+        model = mlp(self.layers, self.width, self.hidden, seed=self.seed)
+        gen = torch.Generator().manual_seed(self.seed + 1)
+        x = torch.randn(self.batch, self.width, generator=gen)
+        t = torch.randn(self.batch, self.width, generator=gen)
+        return model, x, t
+
+
+def profile(setup: PipelineSetup, repeats: int = 10) -> list[LayerProfile]:
+    """Per-layer profile of ``setup``'s model at its micro-batch size, on this one process,
+    single-threaded like a rank (``OMP_NUM_THREADS=1``)."""
+    import torch
+
+    from backends.pipeline.microbatch import split
+    from backends.pipeline.profiler import profile_layers
+
+    model, x, _ = setup.build()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return profile_layers(model, split(x, setup.microbatches)[0], repeats=repeats)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def host_cores() -> int:
+    """CPU cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+        os.cpu_count() or 1)
+
+
+def predict(setup: PipelineSetup, layer_profile: list[LayerProfile],
+            calibration: str | Path | None = None, cores: float | None = None,
+            backend: str = "gloo") -> PipelineResult:
+    """The simulated step of ``setup`` on this machine's calibrated cluster.
+
+    ``cores``: CPU cores the stage processes share (``None``: this host's; ``math.inf``: one
+    core each, no contention).
+    """
+    from simulator.core.hardware import Cluster
+
+    setup = setup.with_balance(layer_profile)
+    cluster = Cluster.local(max(setup.stages, 2), backend, calibration)
+    if setup.stages == 1:
+        raise ValueError("a pipeline needs at least 2 stages to predict")
+    kwargs: dict[str, Any] = {}
+    if _supports_cores():
+        kwargs["cores"] = host_cores() if cores is None else cores
+    itemsize = 4
+    input_bytes = math.ceil(setup.batch / setup.microbatches) * setup.width * itemsize
+    return simulate_pipeline(cluster, layer_profile, list(setup.balance or ()),
+                             setup.microbatches, setup.schedule, setup.checkpoint,
+                             chunks=setup.chunks, input_bytes=input_bytes, **kwargs)
+
+
+def _supports_cores() -> bool:
+    import inspect
+
+    return "cores" in inspect.signature(simulate_pipeline).parameters
+
+
+# ---- the real side (rank functions) ---------------------------------------------------------
+
+def measure_rank(setup_fields: dict[str, Any], repeats: int, builtin: bool) -> dict[str, Any]:
+    """Rank function: time ``repeats`` steps of our pipeline (and PyTorch's, interleaved),
+    then one traced step; return timings, the peak activation bytes and the trace."""
+    import torch.distributed as dist
+
+    from backends.measure import measure_many
+    from backends.pipeline.builtin import BUILTIN_SCHEDULES, BuiltinPipeline
+    from backends.pipeline.partition import partition
+    from backends.pipeline.runtime import Pipeline
+    from backends.trace import Tracer
+
+    setup = PipelineSetup(**setup_fields)
+    assert setup.balance is not None
+    model, x, t = setup.build()
+    tracer = Tracer(enabled=False)
+    pipe = Pipeline(model, setup.balance, setup.microbatches, setup.schedule, setup.chunks,
+                    setup.checkpoint, tracer=tracer)
+    first, last = 0 in pipe.modules, pipe.last in pipe.modules
+    inputs, target = (x if first else None), (t if last else None)
+    steps = [lambda: pipe.step(inputs, target)]
+    use_builtin = builtin and setup.schedule in BUILTIN_SCHEDULES and setup.chunks == 1
+    if use_builtin:
+        twin_model, _, _ = setup.build()
+        rank = dist.get_rank()
+        ref = BuiltinPipeline(partition(twin_model, setup.balance)[rank], rank, setup.stages,
+                              setup.microbatches, setup.schedule)
+        steps.append(lambda: ref.step(inputs, target))
+    timings = measure_many(steps, repeats=repeats, warmup=2, inner=1)
+    tracer.enabled = True
+    tracer.trace.spans.clear()
+    dist.barrier()
+    loss = pipe.step(inputs, target)
+    return {"timing": timings[0].as_dict(),
+            "builtin": timings[1].as_dict() if use_builtin else None,
+            "peak_activation_bytes": pipe.peak_activation_bytes, "loss": loss,
+            "trace": tracer.gather().to_records()}
+
+
+def measure(setup: PipelineSetup, repeats: int = 10, builtin: bool = True,
+            timeout: float = 120.0) -> dict[str, Any]:
+    """Run ``setup`` for real on ``setup.stages`` processes (``balance`` must be set)."""
+    from backends.launch import spawn
+
+    if setup.balance is None:
+        raise ValueError("measure needs an explicit balance (see PipelineSetup.with_balance)")
+    results = spawn(measure_rank, setup.stages, asdict(setup), repeats, builtin,
+                    timeout=timeout)
+    head = results[0]
+    return {"timing": head["timing"], "builtin": head["builtin"],
+            "peak_activation_bytes": [r["peak_activation_bytes"] for r in results],
+            "loss": results[-1]["loss"], "trace": Trace.from_records(head["trace"]).shifted()}
+
+
+def side_by_side(setup: PipelineSetup, repeats: int = 10, profile_repeats: int = 10,
+                 calibration: str | Path | None = None, cores: float | None = None,
+                 builtin: bool = True, layer_profile: list[LayerProfile] | None = None
+                 ) -> dict[str, Any]:
+    """Profile, predict and measure one setup; the record the benchmark and notebooks use."""
+    layer_profile = layer_profile or profile(setup, profile_repeats)
+    setup = setup.with_balance(layer_profile)
+    predicted = predict(setup, layer_profile, calibration, cores)
+    measured = measure(setup, repeats, builtin)
+    median = measured["timing"]["median_s"]
+    mem_pred = predicted.peak_activation_bytes
+    mem_meas = measured["peak_activation_bytes"]
+    record = {
+        "stages": setup.stages, "microbatches": setup.microbatches,
+        "schedule": setup.schedule, "checkpoint": setup.checkpoint, "chunks": setup.chunks,
+        "balance": list(setup.balance or ()), "batch": setup.batch,
+        "predicted_s": predicted.step_time_s, "measured_median_s": median,
+        "measured_p10_s": measured["timing"]["p10_s"],
+        "measured_p90_s": measured["timing"]["p90_s"],
+        "rel_error": (predicted.step_time_s - median) / median,
+        "predicted_bubble": predicted.bubble_fraction,
+        "predicted_peak_activation_bytes": mem_pred,
+        "measured_peak_activation_bytes": mem_meas,
+        "memory_rel_error": [(p - m) / m if m else 0.0 for p, m in
+                             zip(mem_pred, mem_meas, strict=False)],
+        "builtin_median_s": (measured["builtin"] or {}).get("median_s"),
+    }
+    return {"record": record, "predicted": predicted, "measured": measured,
+            "profile": layer_profile, "setup": setup}
