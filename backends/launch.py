@@ -36,7 +36,7 @@ import signal
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -125,7 +125,8 @@ def _rank_main(fn: Callable[..., Any], args: tuple[Any, ...], rank: int, world_s
 
 def spawn(fn: Callable[..., Any], world_size: int, *args: Any, backend: str = "auto",
           timeout: float = DEFAULT_TIMEOUT_S, deadline: float | None = None,
-          env: dict[str, str] | None = None) -> list[Any]:
+          env: dict[str, str] | None = None, network: str = "loopback",
+          bandwidth: str | Sequence[str | int] | None = None) -> list[Any]:
     """Run ``fn(*args)`` in ``world_size`` new processes, one per rank; return their values.
 
     Args:
@@ -137,6 +138,10 @@ def spawn(fn: Callable[..., Any], world_size: int, *args: Any, backend: str = "a
         deadline: give up on the whole launch after this many seconds (``None``: no limit).
         env: extra environment variables for the children (``OMP_NUM_THREADS`` defaults to 1
             so ranks sharing cores do not oversubscribe them, as ``torchrun`` does).
+        network: ``loopback`` (the host's own network) or ``shaped``: every rank in its own
+            network namespace on a rate-limited link (:mod:`backends.shaped`; needs root).
+        bandwidth: the shaped links' line rate, ``"1gbit"`` or one per rank
+            (``"1gbit,1gbit,100mbit"``); only with ``network="shaped"``.
 
     Returns:
         The return value of each rank, indexed by rank.
@@ -147,6 +152,14 @@ def spawn(fn: Callable[..., Any], world_size: int, *args: Any, backend: str = "a
     """
     if world_size < 1:
         raise ValueError(f"world size must be at least 1, got {world_size}")
+    if network == "shaped":
+        from backends.shaped import spawn_shaped
+
+        return spawn_shaped(fn, world_size, *args, bandwidth=bandwidth or "1gbit",
+                            backend=backend, timeout=timeout, deadline=deadline, env=env)
+    if network != "loopback" or bandwidth is not None:
+        raise ValueError(f"unknown network {network!r}; choose loopback or shaped (a "
+                         "bandwidth needs network='shaped')")
     import torch.distributed as dist
 
     backend = resolve_backend(backend)

@@ -7,6 +7,10 @@
     distml-lab run TWIN [--world 2] [--sizes …] [--repeats R] [--json]
     distml-lab compare TWIN [--world 2,4] [--sizes …] [--repeats R] [--out DIR] [--json]
     distml-lab report [--out report] [--quick]
+
+``calibrate``, ``run`` and ``compare`` take ``--network shaped --bandwidth 1gbit`` (or one rate
+per rank, ``1gbit,1gbit,100mbit``): the ranks then run in their own network namespaces on
+rate-limited links (:mod:`backends.shaped`; needs root and iproute2).
     distml-lab store-demo [--world 4] [--missing-timeout 0.5] [--json]   (ch. 5 rendezvous)
 
 Bad input gets one line on stderr and exit status 2, never a traceback; long work shows
@@ -45,9 +49,48 @@ def _common(p: argparse.ArgumentParser, sweep: bool = True, repeats: bool = Fals
     if repeats:
         p.add_argument("--repeats", type=int, default=20, help="timed repeats per point")
         p.add_argument("--backend", default="gloo", choices=["gloo", "nccl"])
+        _network_options(p)
     p.add_argument("--calibration", help="calibration file (default: $DISTML_CALIBRATION or "
                    "~/.cache/distml-lab/calibration.json)")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+
+
+def _network_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--network", default="loopback", help="loopback (default) or shaped: each "
+                   "rank in a network namespace on a rate-limited link (needs root)")
+    p.add_argument("--bandwidth", help="shaped links' rate: 1gbit, or one per rank "
+                   "(1gbit,1gbit,100mbit)")
+
+
+def _network(args: argparse.Namespace, worlds: Sequence[int], machine: bool = True
+             ) -> tuple[str, str | None]:
+    """``--network``/``--bandwidth``, checked: bad values and a machine that cannot shape
+    links are one line each (exit status 2)."""
+    from simulator.core.shaped import NETWORKS, parse_bandwidths
+
+    network, bandwidth = args.network, args.bandwidth
+    if network not in NETWORKS:
+        raise UsageError(f"invalid --network {network!r}: choose loopback or shaped")
+    if network == "loopback":
+        if bandwidth is not None:
+            raise UsageError("--bandwidth needs --network shaped")
+        return network, None
+    bandwidth = bandwidth or "1gbit"
+    try:
+        for world in worlds:
+            parse_bandwidths(bandwidth, world)
+    except ValueError as exc:
+        raise UsageError(f"invalid --bandwidth: {exc}") from None
+    if not machine:  # a prediction needs the calibration only, not root
+        return network, bandwidth
+    if getattr(args, "backend", "gloo") != "gloo":
+        raise UsageError("--network shaped runs gloo ranks (CPU processes): use --backend gloo")
+    from backends.shaped import missing
+
+    why = missing()
+    if why:
+        raise UsageError(f"cannot use --network shaped: {why}")
+    return network, bandwidth
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -60,9 +103,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--world", default="2", help="world sizes to calibrate, e.g. 2,3,4")
     p.add_argument("--backend", default="gloo", choices=["gloo", "nccl"])
     p.add_argument("--quick", action="store_true", help="fewer sizes and repeats")
+    _network_options(p)
     _common(p, sweep=False)
     p = sub.add_parser("simulate", help="predict with the simulated twin")
     _common(p)
+    _network_options(p)
     p.add_argument("--cluster", default="local", help="local (calibrated) or a preset: "
                    "a100, h100, ethernet-10g")
     p = sub.add_parser("run", help="measure the real twin")
@@ -129,11 +174,14 @@ def cmd_calibrate(args: argparse.Namespace) -> None:
     worlds = parse_worlds(args.world)
     if any(w < 2 for w in worlds):
         raise UsageError("calibration needs a world of at least 2 ranks (a ping-pong)")
+    network, bandwidth = _network(args, worlds)
     entries = []
     for world in worlds:
-        print(f"calibrating {args.backend} with {world} ranks ...", file=sys.stderr)
+        print(f"calibrating {args.backend} with {world} ranks on {network} ...",
+              file=sys.stderr)
         kw: dict[str, Any] = {"sizes": QUICK_SIZES, "repeats": 15} if args.quick else {}
-        entry = calibrate(world, args.backend, path=args.calibration, **kw)
+        entry = calibrate(world, args.backend, path=args.calibration, network=network,
+                          bandwidth=bandwidth, **kw)
         entries.append(entry)
     if args.json:
         from dataclasses import asdict
@@ -157,8 +205,10 @@ def cmd_simulate(args: argparse.Namespace) -> None:
     if args.cluster != "local" and args.cluster not in PRESETS:
         raise UsageError(f"unknown cluster {args.cluster!r}; choose local or one of "
                          f"{', '.join(sorted(PRESETS))}")
+    network, bandwidth = _network(args, worlds, machine=False)
     rows = [row for world in worlds
-            for row in predict(twin, world, sizes, args.cluster, args.calibration)]
+            for row in predict(twin, world, sizes, args.cluster, args.calibration,
+                               network=network, bandwidth=bandwidth)]
     _emit(args, {"records": rows}, rows, [("world", "world"), ("bytes", "size"),
           ("predicted_s", "predicted(us)"), ("closed_form_s", "closed form(us)")])
 
@@ -168,9 +218,11 @@ def cmd_run(args: argparse.Namespace) -> None:
     from lab.compare import run_real
 
     twin, worlds, sizes = _sweep(args)
+    network, bandwidth = _network(args, worlds)
     rows = []
     for world in worlds:
-        for nbytes, t in zip(sizes, run_real(twin, world, sizes, args.repeats, args.backend),
+        for nbytes, t in zip(sizes, run_real(twin, world, sizes, args.repeats, args.backend,
+                                             network=network, bandwidth=bandwidth),
                              strict=True):
             rows.append({"twin": twin.name, "world": world, "bytes": nbytes,
                          "measured_median_s": t["median_s"], "measured_p10_s": t["p10_s"],
@@ -192,9 +244,12 @@ def cmd_compare(args: argparse.Namespace) -> None:
     )
 
     twin, worlds, sizes = _sweep(args)
+    network, bandwidth = _network(args, worlds)
     ensure_calibrated(worlds, args.backend, args.calibration,
-                      log=lambda m: print(m, file=sys.stderr))
-    records = compare(twin, worlds, sizes, args.repeats, args.calibration, args.backend)
+                      log=lambda m: print(m, file=sys.stderr), network=network,
+                      bandwidth=bandwidth)
+    records = compare(twin, worlds, sizes, args.repeats, args.calibration, args.backend,
+                      network=network, bandwidth=bandwidth)
     rows = records_as_dicts(records)
     if args.out:
         from lab.plots import plot_compare

@@ -65,11 +65,20 @@ def closed_form(twin: Twin, cluster: Cluster, nbytes: int) -> float | None:
 
 
 def predict(twin: Twin, world: int, sizes: Sequence[int], cluster: str = "local",
-            calibration: str | Path | None = None, backend: str = "gloo"
+            calibration: str | Path | None = None, backend: str = "gloo",
+            network: str = "loopback", bandwidth: str | Sequence[str | int] | None = None
             ) -> list[dict[str, Any]]:
-    """Simulated time (and closed form) of each size at one world size."""
+    """Simulated time (and closed form) of each size at one world size.
+
+    ``network="shaped"`` (with ``cluster="local"``) predicts for this machine's ranks on the
+    shaped network of ``bandwidth``: :meth:`Cluster.shaped`, from that network's calibration.
+    """
     _check_world(twin, world)
-    machine = preset(cluster, world, calibration, backend)
+    if network == "shaped" and cluster == "local":
+        machine = Cluster.shaped(world, bandwidth or "1gbit", backend, calibration)
+        cluster = machine.name
+    else:
+        machine = preset(cluster, world, calibration, backend)
     rows = []
     for nbytes in sizes:
         result = twin.simulate(machine, nbytes)
@@ -122,43 +131,53 @@ def trace_twin(name: str, nbytes: int) -> list[dict[str, Any]]:
 
 
 def run_real(twin: Twin, world: int, sizes: Sequence[int], repeats: int = 10,
-             backend: str = "gloo", timeout: float = 60.0) -> list[dict[str, Any]]:
-    """Measured timings of each size at one world size (one launch for the whole sweep)."""
+             backend: str = "gloo", timeout: float = 60.0, network: str = "loopback",
+             bandwidth: str | Sequence[str | int] | None = None) -> list[dict[str, Any]]:
+    """Measured timings of each size at one world size (one launch for the whole sweep);
+    ``network="shaped"`` runs the ranks on shaped links (:mod:`backends.shaped`)."""
     from backends.launch import spawn
 
     _check_world(twin, world)
     return spawn(measure_twin, world, twin.name, list(sizes), repeats, backend=backend,  # type: ignore[no-any-return]
-                 timeout=timeout)[0]
+                 timeout=timeout, network=network, bandwidth=bandwidth)[0]
 
 
-def measured_trace(twin: Twin, world: int, nbytes: int, backend: str = "gloo") -> Trace:
+def measured_trace(twin: Twin, world: int, nbytes: int, backend: str = "gloo",
+                   network: str = "loopback",
+                   bandwidth: str | Sequence[str | int] | None = None) -> Trace:
     """A real run's timeline, shifted to start at 0."""
     from backends.launch import spawn
 
-    records = spawn(trace_twin, world, twin.name, nbytes, backend=backend)[0]
+    records = spawn(trace_twin, world, twin.name, nbytes, backend=backend, network=network,
+                    bandwidth=bandwidth)[0]
     return Trace.from_records(records).shifted()
 
 
 def ensure_calibrated(worlds: Sequence[int], backend: str = "gloo",
                       calibration: str | Path | None = None, quick: bool = False,
-                      log: Callable[[str], None] | None = None) -> None:
-    """Calibrate each world size that has no entry yet (one-off, some seconds each)."""
-    from lab.calibrate import QUICK_SIZES, calibrate
+                      log: Callable[[str], None] | None = None, network: str = "loopback",
+                      bandwidth: str | Sequence[str | int] | None = None) -> None:
+    """Calibrate each world size that has no entry yet (one-off, some seconds each), on the
+    network the comparison will run on."""
+    from lab.calibrate import DEFAULT_SIZES, QUICK_SIZES, calibrate
+    from simulator.core.shaped import network_key
 
+    key = network_key(network, bandwidth)
     for world in sorted(set(worlds)):
         try:
-            find_entry(max(world, 2), backend, path=calibration)
+            find_entry(max(world, 2), backend, path=calibration, network=key)
         except CalibrationError:
             if log:
                 log(f"calibrating world {max(world, 2)} first (one-off) ...")
-            kwargs = {"sizes": QUICK_SIZES} if quick else {}
-            calibrate(max(world, 2), backend, path=calibration, **kwargs)  # type: ignore[arg-type]
+            calibrate(max(world, 2), backend, QUICK_SIZES if quick else DEFAULT_SIZES,
+                      path=calibration, network=network, bandwidth=bandwidth)
 
 
 def compare(twin: Twin, worlds: Sequence[int], sizes: Sequence[int], repeats: int = 10,
             calibration: str | Path | None = None, backend: str = "gloo",
-            progress: bool = True) -> list[Record]:
-    """Predict and measure every point; one launch per world size."""
+            progress: bool = True, network: str = "loopback",
+            bandwidth: str | Sequence[str | int] | None = None) -> list[Record]:
+    """Predict and measure every point; one launch per world size (on ``network``)."""
     from tqdm import tqdm
 
     for world in worlds:
@@ -168,8 +187,10 @@ def compare(twin: Twin, worlds: Sequence[int], sizes: Sequence[int], repeats: in
                file=sys.stderr, disable=None if progress else True, leave=False)
     try:
         for world in worlds:
-            predicted = predict(twin, world, sizes, "local", calibration, backend)
-            measured = run_real(twin, world, sizes, repeats, backend)
+            predicted = predict(twin, world, sizes, "local", calibration, backend, network,
+                                bandwidth)
+            measured = run_real(twin, world, sizes, repeats, backend, network=network,
+                                bandwidth=bandwidth)
             for pred, meas in zip(predicted, measured, strict=True):
                 records.append(_record(twin, world, pred, meas))
                 bar.update(1)

@@ -51,6 +51,10 @@ class CalibrationEntry:
         exchange_times_s: median time of each exchange, s.
         created: ISO time of the measurement.
         torch_version: the PyTorch that measured it.
+        network: what the ranks talked over: ``loopback`` (the host's own network, the
+            default) or a shaped network such as ``shaped:1gbit`` (:mod:`backends.shaped`,
+            :mod:`simulator.core.shaped`); entries of different networks never replace
+            each other.
     """
 
     host: str
@@ -71,16 +75,19 @@ class CalibrationEntry:
     exchange_times_s: list[float] = field(default_factory=list)
     created: str = ""
     torch_version: str = ""
+    network: str = "loopback"
 
     @property
     def key(self) -> str:
-        """The entry's key in the file: ``host/backend/world``."""
-        return entry_key(self.host, self.backend, self.world_size)
+        """The entry's key in the file: ``host/backend/world`` (``…/network`` if shaped)."""
+        return entry_key(self.host, self.backend, self.world_size, self.network)
 
 
-def entry_key(host: str, backend: str, world_size: int) -> str:
-    """``host/backend/world`` — the key of one entry."""
-    return f"{host}/{backend}/{world_size}"
+def entry_key(host: str, backend: str, world_size: int, network: str = "loopback") -> str:
+    """``host/backend/world`` — the key of one entry; ``host/backend/world/network`` for any
+    network but loopback (so files written before networks existed keep their keys)."""
+    key = f"{host}/{backend}/{world_size}"
+    return key if network == "loopback" else f"{key}/{network}"
 
 
 def this_host() -> str:
@@ -116,17 +123,23 @@ def load_calibration(path: str | Path | None = None) -> dict[str, CalibrationEnt
 
 
 def find_entry(world_size: int, backend: str = "gloo", host: str | None = None,
-               path: str | Path | None = None) -> CalibrationEntry:
-    """The entry for this host, ``backend`` and ``world_size``, or a clear error."""
+               path: str | Path | None = None, network: str = "loopback") -> CalibrationEntry:
+    """The entry for this host, ``backend``, ``world_size`` and ``network``, or a clear error.
+
+    ``network`` is ``loopback`` or a shaped network's key (``shaped:1gbit``, see
+    :func:`simulator.core.shaped.network_key`).
+    """
     host = host or this_host()
     entries = load_calibration(path)
-    key = entry_key(host, backend, world_size)
+    key = entry_key(host, backend, world_size, network)
     if key in entries:
         return entries[key]
     have = ", ".join(sorted(entries)) or "none"
+    how = "" if network == "loopback" else (
+        f" --network shaped --bandwidth {network.partition(':')[2]}")
     raise CalibrationError(
         f"no calibration for {key} in {path or default_calibration_path()} (have: {have}); "
-        f"run 'distml-lab calibrate --world {world_size}'")
+        f"run 'distml-lab calibrate --world {world_size}{how}'")
 
 
 def save_entry(entry: CalibrationEntry, path: str | Path | None = None) -> Path:

@@ -10,7 +10,7 @@ machine from its calibration file.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -117,8 +117,12 @@ class Cluster:
         is never slower than one message alone was measured to go, so it is at least B; a
         message that starts while others are in flight pays the exchanges' latency (never
         below α): on a shared host its process must first be scheduled again.
-        Without an exchange measurement the ranks are simply fully connected.
+        Without an exchange measurement the ranks are simply fully connected. An entry
+        calibrated on a shaped network (``entry.network`` ``shaped:…``) gives
+        :meth:`shaped`'s switch instead.
         """
+        if entry.network != "loopback":
+            return cls.shaped_from(entry, world_size, contention=contention)
         world_size = world_size or entry.world_size
         device = Device(
             name=f"{entry.host}-cpu", flops_per_s=entry.flops_per_s,
@@ -138,6 +142,59 @@ class Cluster:
               host: str | None = None) -> Cluster:
         """This machine, from its calibration file (see :mod:`simulator.core.calibration`)."""
         return cls.from_calibration(find_entry(world_size, backend, host, path))
+
+    @classmethod
+    def shaped(cls, world_size: int, bandwidth: str | Sequence[str | int] = "1gbit",
+               backend: str = "gloo", path: str | Path | None = None,
+               host: str | None = None) -> Cluster:
+        """This machine's ranks on the shaped network of :mod:`backends.shaped`.
+
+        A switch with one port per rank, rank ``k``'s port as fast as its link shaped to
+        ``bandwidth`` (one rate, or one per rank) carries payload; α, the links' efficiency
+        and the ranks' rates come from the calibration made on that very network
+        (``distml-lab calibrate --network shaped --bandwidth …``). See
+        :mod:`simulator.core.shaped`.
+        """
+        from simulator.core.shaped import network_key, parse_bandwidths
+
+        parse_bandwidths(bandwidth, world_size)  # one rate, or exactly one per rank
+        entry = find_entry(world_size, backend, host, path, network_key("shaped", bandwidth))
+        return cls.shaped_from(entry, world_size)
+
+    @classmethod
+    def shaped_from(cls, entry: CalibrationEntry, world_size: int | None = None,
+                    bandwidth: str | Sequence[str | int] | None = None,
+                    contention: Contention = "fair") -> Cluster:
+        """The shaped switch priced by a shaped-network calibration ``entry``.
+
+        Each port carries half the fitted α and η·R_k/8 bytes/s, η the payload efficiency of
+        the calibrated rank 0 ↔ 1 link (:func:`simulator.core.shaped.port_links`); each pair's
+        connection carries what the calibration's concurrent exchange measured
+        (:func:`simulator.core.shaped.duplex_factor`). The rates
+        R_k are the calibrated network's, or ``bandwidth``'s (what-if: other rates, the same
+        framing).
+        """
+        from simulator.core.shaped import (
+            duplex_factor,
+            key_rates,
+            parse_bandwidths,
+            port_links,
+            shaped_topology,
+            spec_text,
+        )
+
+        world_size = world_size or entry.world_size
+        calibrated = key_rates(entry.network)
+        rates = parse_bandwidths(bandwidth if bandwidth is not None else calibrated,
+                                 world_size)
+        device = Device(
+            name=f"{entry.host}-cpu", flops_per_s=entry.flops_per_s,
+            mem_bandwidth_Bps=3 * entry.reduce_Bps, memory_bytes=math.inf,
+            reduce_Bps=entry.reduce_Bps, memcpy_Bps=entry.memcpy_Bps)
+        ports = port_links(entry.latency_s, entry.bandwidth_Bps, calibrated, rates, contention)
+        duplex = duplex_factor(entry.bandwidth_Bps, entry.bus_bandwidth_Bps, entry.world_size)
+        return cls.homogeneous(f"shaped-{spec_text(rates)}x{world_size}", device,
+                               shaped_topology(ports, duplex))
 
 
 def _ethernet(world_size: int) -> Cluster:

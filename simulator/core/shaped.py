@@ -1,0 +1,195 @@
+"""The shaped network: ranks on a switch whose every port is rate limited, as ``tc`` sets it.
+
+``backends.shaped`` emulates a small cluster on one machine: each rank in its own Linux network
+namespace, joined by a veth pair to a bridge (the switch), each port shaped with the token
+bucket filter (``tc qdisc ... tbf rate R``) in both directions. This module is its simulated
+twin, and the one place that reads and writes the rates people type:
+
+* :func:`parse_rate` — ``"1gbit"``, ``"100mbit"`` (``tc``'s decimal bit units) → bits/s;
+* :func:`parse_bandwidths` — ``"1gbit,1gbit,100mbit"`` → one rate per rank;
+* :func:`network_key` — the name a shaped network is calibrated under
+  (``"shaped:1gbit"``), so its entry never replaces the loopback one;
+* :func:`shaped_topology` / :func:`shaped_cluster` — a switch (star) with one full-duplex port
+  per rank, each port as fast as its rank's shaped link carries *payload*.
+
+A shaped link of line rate R carries less than R/8 bytes/s of payload: ``tbf`` counts whole
+Ethernet frames (a 1514-byte frame carries 1448 payload bytes of TCP with timestamps), and gloo
+adds a small header per message. Calibration measures the payload bandwidth B of the rank 0 ↔ 1
+link with a ping-pong (:mod:`lab.calibrate`); its ratio to the line rate, the link's
+*efficiency* η = B / (R/8), is a property of the framing, not of the rate, so a link shaped to
+R_k carries η·R_k/8 bytes/s. That is how one calibration prices every port of a network whose
+ranks differ in bandwidth. Nothing here is fitted to a collective.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+
+from simulator.core.network import Link, Node, Topology
+
+LOOPBACK = "loopback"
+"""The network of ranks that talk over the host's loopback (the default)."""
+
+SHAPED = "shaped"
+"""The network of ranks in namespaces on rate-limited links (:mod:`backends.shaped`)."""
+
+NETWORKS = (LOOPBACK, SHAPED)
+
+RATE_UNITS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9, "tbit": 10**12,
+              "bps": 8, "kbps": 8 * 10**3, "mbps": 8 * 10**6, "gbps": 8 * 10**9}
+"""``tc``'s rate units: ``…bit`` are bits per second, ``…bps`` *bytes* per second (decimal)."""
+
+MIN_RATE_BPS = 10**6
+"""Slowest rate accepted, bits/s: below 1 Mbit/s a 64 MiB sweep point takes minutes."""
+
+MAX_RATE_BPS = 100 * 10**9
+"""Fastest rate accepted, bits/s (tbf's 64-bit rates go further; a veth on a laptop does not)."""
+
+_RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]+)\s*$")
+
+
+def parse_rate(text: str) -> int:
+    """``"100mbit"`` → 100_000_000 bits/s; raises ``ValueError`` with one line otherwise."""
+    match = _RATE.match(text)
+    unit = match.group(2).lower() if match else ""
+    if not match or unit not in RATE_UNITS:
+        raise ValueError(f"invalid bandwidth {text.strip()!r}: expected a rate like 100mbit, "
+                         "1gbit or 10gbit (units: kbit, mbit, gbit, or kbps, mbps, gbps for "
+                         "bytes/s)")
+    bps = round(float(match.group(1)) * RATE_UNITS[unit])
+    if not MIN_RATE_BPS <= bps <= MAX_RATE_BPS:
+        raise ValueError(f"invalid bandwidth {text.strip()!r}: choose between 1mbit and "
+                         "100gbit")
+    return bps
+
+
+def format_rate(bps: float) -> str:
+    """100_000_000 → ``"100mbit"`` (the largest unit that keeps a whole number)."""
+    for unit, scale in (("gbit", 10**9), ("mbit", 10**6), ("kbit", 10**3)):
+        if bps >= scale and bps % scale == 0:
+            return f"{int(bps // scale)}{unit}"
+    return f"{int(bps)}bit"
+
+
+def parse_bandwidths(spec: str | Sequence[str | int], world_size: int | None = None
+                     ) -> list[int]:
+    """One line rate per rank, bits/s: ``"1gbit"`` for every rank, or one per rank.
+
+    ``spec`` is a comma list (``"1gbit,1gbit,100mbit"``) or a sequence of rates (strings, or
+    ints in bits/s). With ``world_size`` given a single rate is repeated for every rank and a
+    list must have exactly ``world_size`` entries.
+    """
+    parts: list[str | int] = (list(spec.split(",")) if isinstance(spec, str) else list(spec))
+    if not parts or any(isinstance(p, str) and not p.strip() for p in parts):
+        raise ValueError(f"invalid bandwidth list {spec!r}: expected e.g. 1gbit or "
+                         "1gbit,1gbit,100mbit")
+    rates = [parse_rate(p) if isinstance(p, str) else parse_rate(f"{int(p)}bit")
+             for p in parts]
+    if world_size is None:
+        return rates
+    if len(rates) == 1:
+        return rates * world_size
+    if len(rates) != world_size:
+        raise ValueError(f"{len(rates)} bandwidths ({spec_text(rates)}) for {world_size} "
+                         f"ranks: give one rate, or one per rank")
+    return rates
+
+
+def spec_text(rates: Sequence[int]) -> str:
+    """The canonical spec of per-rank rates: ``"1gbit"`` if all equal, else a comma list."""
+    if rates and all(r == rates[0] for r in rates):
+        return format_rate(rates[0])
+    return ",".join(format_rate(r) for r in rates)
+
+
+def network_key(network: str = LOOPBACK, bandwidth: str | Sequence[str | int] | None = None
+                ) -> str:
+    """The calibration name of a network: ``"loopback"`` or ``"shaped:<rates>"``."""
+    if network == LOOPBACK:
+        return LOOPBACK
+    if network != SHAPED:
+        raise ValueError(f"unknown network {network!r}; choose {' or '.join(NETWORKS)}")
+    if bandwidth is None:
+        raise ValueError("a shaped network needs a bandwidth, e.g. 1gbit")
+    return f"{SHAPED}:{spec_text(parse_bandwidths(bandwidth))}"
+
+
+def key_rates(key: str) -> list[int]:
+    """The per-rank rates named in a network key (``"shaped:1gbit"`` → ``[10**9]``)."""
+    name, _, spec = key.partition(":")
+    if name != SHAPED or not spec:
+        raise ValueError(f"{key!r} is not a shaped network")
+    return parse_bandwidths(spec)
+
+
+def shaped_topology(ports: Sequence[Link], duplex: float = 2.0) -> Topology:
+    """A switch with one port per rank, and one connection per pair of ranks.
+
+    Rank ``k``'s port ``ports[k]`` is full duplex: its up direction (``k -> "up"``) carries
+    everything ``k`` sends, its down direction (``"dn" -> k``) everything ``k`` receives, so
+    messages into one rank share its down port, as they share the bridge port's egress queue
+    of the real network; each port should carry half of the path latency.
+
+    Between the two, a message crosses its pair's *connection* ``"c{lo}-{hi}"`` (both
+    directions of the pair cross it the same way): gloo keeps one TCP connection per pair of
+    ranks, and how well it carries the two directions at once is measured, not assumed — the
+    calibration's concurrent exchange (both partners send at once) over a single message
+    gives ``duplex`` (1: one direction at a time, 2: both at full rate). The connection's
+    bandwidth is ``duplex`` times the slower port of the pair.
+    """
+    if not 1.0 <= duplex <= 2.0:
+        raise ValueError(f"duplex must be between 1 and 2, got {duplex}")
+    through = Link(0.0, math.inf, "none")
+    links: dict[frozenset[Node], Link] = {}
+    for r, link in enumerate(ports):
+        links[frozenset((r, "up"))] = link
+        links[frozenset(("dn", r))] = link
+    for a in range(len(ports)):
+        for b in range(a + 1, len(ports)):
+            rate = duplex * min(ports[a].bandwidth_Bps, ports[b].bandwidth_Bps)
+            inp, out = f"c{a}-{b}", f"c{a}-{b}'"
+            links[frozenset(("up", inp))] = through
+            links[frozenset((inp, out))] = replace(ports[a], latency_s=0.0, bandwidth_Bps=rate)
+            links[frozenset((out, "dn"))] = through
+
+    def router(topo: Topology, src: int, dst: int) -> list[Node]:
+        if src == dst:
+            return [src]
+        lo, hi = min(src, dst), max(src, dst)
+        return [src, "up", f"c{lo}-{hi}", f"c{lo}-{hi}'", "dn", dst]
+
+    return Topology(len(ports), links, "shaped_switch", router)
+
+
+def duplex_factor(bandwidth_Bps: float, exchange_Bps: float, world_size: int) -> float:
+    """How many directions' worth a pair's connection carries at once, between 1 and 2.
+
+    ``exchange_Bps`` is the calibration's aggregate rate of ``world_size // 2`` pairs each
+    exchanging in both directions at once; one pair's share over one direction's ping-pong
+    bandwidth ``bandwidth_Bps`` is the factor (2 when the calibration has no exchange).
+    """
+    if exchange_Bps <= 0 or world_size < 2:
+        return 2.0
+    per_pair = exchange_Bps / (world_size // 2)
+    return min(2.0, max(1.0, per_pair / bandwidth_Bps))
+
+
+def efficiency(bandwidth_Bps: float, rates_bps: Sequence[int]) -> float:
+    """η: payload bytes/s measured on the rank 0 ↔ 1 path over its line rate in bytes/s."""
+    line = min(rates_bps[0], rates_bps[1 % len(rates_bps)]) / 8
+    return bandwidth_Bps / line
+
+
+def port_links(latency_s: float, bandwidth_Bps: float, calibrated_rates: Sequence[int],
+               rates: Sequence[int], contention: str = "fair") -> list[Link]:
+    """One port per rank of ``rates``, priced from a calibration on ``calibrated_rates``.
+
+    ``latency_s`` and ``bandwidth_Bps`` are the ping-pong fit's α and B on the calibrated
+    network; each port gets half of α and η·R_k/8 bytes/s (see the module docstring).
+    """
+    eta = efficiency(bandwidth_Bps, calibrated_rates)
+    port = Link(latency_s / 2, bandwidth_Bps, contention)  # type: ignore[arg-type]
+    return [replace(port, bandwidth_Bps=eta * r / 8) for r in rates]
