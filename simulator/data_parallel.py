@@ -199,7 +199,9 @@ class _Host:
 
     def copy_all(self, moves: list[tuple[int, int, int]],
                  name: str) -> Generator[simpy.Event, Any, None]:
-        """Copies ``(src, dst, nbytes)``: one after another, or all at once."""
+        """Copies ``(src, dst, nbytes)``: one after another, or all at once (an empty one is
+        skipped: there is nothing to copy)."""
+        moves = [m for m in moves if m[2] > 0]
         if self.copies == "serial":
             for src, dst, n in moves:
                 yield from self.copy(src, dst, n, f"{name} {src}->{dst}")
@@ -298,11 +300,12 @@ def data_parallel_phases(p: int, workload: Workload, profile: ComputeProfile, al
     k = len(sizes)
     w = workload
 
+    def serial_copy(nbytes: float) -> float:
+        return alpha_s + nbytes * beta_s_per_B if nbytes > 0 else 0.0
+
     def moves(nbytes: Sequence[float]) -> float:
-        if not nbytes:
-            return 0.0
-        times = [alpha_s + n * beta_s_per_B for n in nbytes]
-        return sum(times) if copies == "serial" else max(times)
+        times = [serial_copy(n) for n in nbytes if n > 0]
+        return (sum(times) if copies == "serial" else max(times)) if times else 0.0
 
     slowdown = max(1.0, k / cores) if cores else 1.0
     outputs = [c * w.output_bytes_per_sample for c in sizes[1:]]
@@ -314,7 +317,7 @@ def data_parallel_phases(p: int, workload: Workload, profile: ComputeProfile, al
         "gather": sizes[0] * w.output_bytes_per_sample * memcpy_s_per_B + moves(outputs),
         "loss": profile.loss_s(w.batch),
         "backward": moves(outputs) + (max(back) if backward == "parallel" else sum(back)),
-        "reduce": (k - 1) * (alpha_s + w.param_bytes * (beta_s_per_B + gamma_s_per_B)),
+        "reduce": (k - 1) * (serial_copy(w.param_bytes) + w.param_bytes * gamma_s_per_B),
         "step": profile.step_s(),
     }
 
