@@ -93,7 +93,8 @@ def parse_bandwidths(spec: str | Sequence[str | int], world_size: int | None = N
     if len(rates) == 1:
         return rates * world_size
     if len(rates) != world_size:
-        raise ValueError(f"{len(rates)} bandwidths ({spec_text(rates)}) for {world_size} "
+        raise ValueError(f"{len(rates)} bandwidths ({','.join(map(format_rate, rates))}) for "
+                         f"{world_size} "
                          f"ranks: give one rate, or one per rank")
     return rates
 

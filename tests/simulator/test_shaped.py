@@ -1,0 +1,110 @@
+"""The shaped network's simulated twin: rates as people type them, and the switch it builds."""
+
+from __future__ import annotations
+
+import pytest
+
+from simulator.collectives.point_to_point import ping_pong
+from simulator.core.calibration import CalibrationEntry
+from simulator.core.comm import run_spmd
+from simulator.core.hardware import Cluster
+from simulator.core.network import Link
+from simulator.core.shaped import (
+    duplex_factor,
+    network_key,
+    parse_bandwidths,
+    parse_rate,
+    shaped_topology,
+)
+
+MiB = 2**20
+
+
+def _entry(world: int, network: str, bus: float = 0.0) -> CalibrationEntry:
+    return CalibrationEntry("h", "gloo", world, latency_s=100e-6, bandwidth_Bps=11.9e6,
+                            reduce_Bps=2e9, memcpy_Bps=4e9, flops_per_s=1e10,
+                            bus_bandwidth_Bps=bus, network=network)
+
+
+@pytest.mark.parametrize(("text", "bps"), [("100mbit", 10**8), ("1gbit", 10**9),
+                                           ("2.5gbit", 25 * 10**8), (" 10Gbit ", 10**10),
+                                           ("125mbps", 10**9)])
+def test_rates_in_tc_units(text, bps):
+    assert parse_rate(text) == bps
+
+
+@pytest.mark.parametrize("text", ["fast", "1gb", "", "-1gbit", "0mbit", "1tbit", "10kbit"])
+def test_bad_rates_are_one_line_errors(text):
+    with pytest.raises(ValueError) as err:
+        parse_rate(text)
+    assert "\n" not in str(err.value)
+
+
+def test_one_rate_for_all_or_one_per_rank():
+    assert parse_bandwidths("1gbit", 3) == [10**9] * 3
+    assert parse_bandwidths("1gbit,1gbit,100mbit", 3) == [10**9, 10**9, 10**8]
+    with pytest.raises(ValueError, match="2 bandwidths"):
+        parse_bandwidths("1gbit,100mbit", 3)
+    assert network_key("shaped", "1000mbit") == "shaped:1gbit"
+    assert network_key("shaped", "1gbit,1gbit,100mbit") == "shaped:1gbit,1gbit,100mbit"
+    assert network_key("loopback") == "loopback"
+
+
+def test_shaped_cluster_prices_each_port_from_the_calibrated_efficiency():
+    cluster = Cluster.from_calibration(_entry(3, "shaped:100mbit,100mbit,10mbit"))
+    topo = cluster.topology
+    assert topo.path_latency_s(0, 1) == pytest.approx(100e-6)
+    assert topo.path_bandwidth_Bps(0, 1) == pytest.approx(11.9e6)
+    assert topo.path_bandwidth_Bps(0, 2) == pytest.approx(1.19e6)  # η × 10 Mbit/s
+    # a ping-pong on it is the calibrated α + n/B each way
+    result = run_spmd(cluster, ping_pong, MiB)
+    assert result.makespan_s == pytest.approx(2 * (100e-6 + MiB / 11.9e6), rel=1e-9)
+
+
+def test_messages_into_one_rank_share_its_down_port():
+    ports = [Link(0.0, 1e6)] * 3
+
+    def two_into_one(comm, nbytes):
+        if comm.rank == 0:
+            yield from comm.recv(1, nbytes)
+            yield from comm.recv(2, nbytes)  # both were sent at once: they shared the port
+        else:
+            yield from comm.send(0, nbytes)
+
+    cluster = Cluster.homogeneous("t", Cluster.from_calibration(
+        _entry(3, "shaped:100mbit")).devices[0], shaped_topology(ports))
+    assert run_spmd(cluster, two_into_one, 10**6).makespan_s == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize(("duplex", "expected"), [(1.0, 2.0), (2.0, 1.0)])
+def test_a_pair_carries_both_directions_as_the_exchange_measured(duplex, expected):
+    def exchange(comm, nbytes):
+        peer = 1 - comm.rank
+        work = comm.isend(peer, nbytes)
+        yield from comm.recv(peer, nbytes)
+        yield work.wait()
+
+    device = Cluster.from_calibration(_entry(2, "shaped:100mbit")).devices[0]
+    cluster = Cluster.homogeneous("t", device, shaped_topology([Link(0.0, 1e6)] * 2, duplex))
+    assert run_spmd(cluster, exchange, 10**6).makespan_s == pytest.approx(expected)
+
+
+def test_duplex_factor_from_the_exchange():
+    assert duplex_factor(1e7, 1e7, 2) == pytest.approx(1.0)  # one direction at a time
+    assert duplex_factor(1e7, 4e7, 4) == pytest.approx(2.0)  # two pairs, both ways at once
+    assert duplex_factor(1e7, 0.0, 2) == 2.0  # not measured: full duplex
+
+
+def test_shaped_cluster_reads_its_own_calibration_entry(tmp_path):
+    from simulator.core.calibration import find_entry, load_calibration, save_entry
+
+    path = tmp_path / "cal.json"
+    loop = CalibrationEntry("h", "gloo", 2, 1e-5, 1e9, 1e9, 1e9, 1e9)
+    shaped = _entry(2, "shaped:100mbit")
+    save_entry(loop, path)
+    save_entry(shaped, path)
+    assert sorted(load_calibration(path)) == ["h/gloo/2", "h/gloo/2/shaped:100mbit"]
+    assert find_entry(2, host="h", path=path) == loop  # the loopback entry is untouched
+    assert Cluster.shaped(2, "100mbit", host="h", path=path).name == "shaped-100mbitx2"
+    with pytest.raises(Exception, match="--network shaped --bandwidth 1gbit"):
+        Cluster.shaped(2, "1gbit", host="h", path=path)
