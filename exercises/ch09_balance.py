@@ -43,8 +43,8 @@ def balance_by_time(times_s: Sequence[float], partitions: int) -> list[int]:
     # What is graded (tests/exercises/test_ch09_balance.py, `make grade CH=09`):
     #   - a valid balance (k positive parts summing to n) whose slowest partition equals the
     #     brute-force optimum over every contiguous cut, for random profiles;
-    #   - sim vs you: the simulated 1F1B pipeline with your balance reaches the best steady
-    #     state of any balance (time per extra micro-batch = the slowest stage).
+    #   - sim vs you: in the simulated GPipe pipeline with your balance, each extra
+    #     micro-batch costs as little as with the best balance (the slowest stage's time).
     # ==========================================================================================
     raise NotImplementedError("EXERCISE 9.1: implement balance_by_time in "
                               "exercises/ch09_balance.py")
