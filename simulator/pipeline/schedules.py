@@ -369,9 +369,15 @@ def pipedream_async(stages: int, microbatches: int, *,
     ``p − r`` versions, one per micro-batch in flight. *Vertical sync* (optional): every stage
     uses the version stage 0 used for that micro-batch, so all stages see one consistent
     model; then every stage keeps ``p`` versions. The order of actions is
-    :func:`one_f_one_b` without a flush.
-    ``version`` for ``pipedream_async(3, 6)``, rank 0: F0–F2 use version 0, then
-    F3 (after B0) version 1, F4 version 2, F5 version 3.
+    :func:`one_f_one_b` without a flush. ``draw_versions(pipedream_async(3, 6))`` — the version
+    each micro-batch's forward uses (columns), per rank, and the most versions held::
+
+        rank 0: 0 0 0 1 2 3   holds 3
+        rank 1: 0 0 1 2 3 4   holds 2
+        rank 2: 0 1 2 3 4 5   holds 1
+
+    Rank 0 runs micro-batch 3 on version 1 (after B0), rank 2 on version 3: without vertical
+    sync a micro-batch meets weights of different ages on different stages.
     """
     schedule = one_f_one_b(stages, microbatches)
     version: list[dict[int, int]] = []
@@ -397,6 +403,11 @@ def pipedream_2bw(stages: int, microbatches: int, batch: int) -> WeightVersions:
     on the version they started with. With ``batch ≥ p`` at most two versions ever coexist —
     the *double buffer* — and the update has a delay of one: W(t+1) = W(t) − ν·∇f(W(t−1)).
     ``microbatches`` counts all micro-batches streamed (several batches).
+    ``draw_versions(pipedream_2bw(3, 9, 3))``::
+
+        rank 0: 0 0 0 0 0 1 1 1 2   holds 2
+        rank 1: 0 0 0 0 1 1 1 2 2   holds 2
+        rank 2: 0 0 0 1 1 1 2 2 2   holds 1
     """
     _check(stages, microbatches)
     if batch < stages:
@@ -417,3 +428,12 @@ def pipedream_2bw(stages: int, microbatches: int, batch: int) -> WeightVersions:
                 current += 1
         version.append(used)
     return WeightVersions(schedule, version, _stash_counts(schedule, version, ends_batch))
+
+
+def draw_versions(plan: WeightVersions) -> str:
+    """The weight version each micro-batch's forward uses, one row per rank, one column per
+    micro-batch, and the most versions the rank holds."""
+    n = max(len(used) for used in plan.version)
+    width = len(str(max(max(used.values()) for used in plan.version)))
+    return "\n".join(f"rank {r}: " + " ".join(str(used[i]).rjust(width) for i in range(n))
+                     + f"   holds {plan.stashed[r]}" for r, used in enumerate(plan.version))

@@ -13,6 +13,7 @@ from simulator.pipeline.schedules import (
     bubble_fraction,
     clock_cycles,
     draw,
+    draw_versions,
     gpipe,
     idle_fraction,
     in_flight,
@@ -153,6 +154,14 @@ def test_the_two_bubble_definitions_are_kept_apart():
 
 
 # -- asynchronous PipeDream ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("fn, plan", [
+    (pipedream_async, lambda: pipedream_async(3, 6)),
+    (pipedream_2bw, lambda: pipedream_2bw(3, 9, 3)),
+])
+def test_weight_version_tables_are_what_draw_versions_prints(fn, plan):
+    assert draw_versions(plan()) == docstring_table(fn)
+
 
 def test_pipedream_async_versions_of_the_docstring_example():
     w = pipedream_async(3, 6)
