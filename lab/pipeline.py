@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -122,20 +123,12 @@ def predict(setup: PipelineSetup, layer_profile: list[LayerProfile],
     cluster = Cluster.local(max(setup.stages, 2), backend, calibration)
     if setup.stages == 1:
         raise ValueError("a pipeline needs at least 2 stages to predict")
-    kwargs: dict[str, Any] = {}
-    if _supports_cores():
-        kwargs["cores"] = host_cores() if cores is None else cores
     itemsize = 4
     input_bytes = math.ceil(setup.batch / setup.microbatches) * setup.width * itemsize
     return simulate_pipeline(cluster, layer_profile, list(setup.balance or ()),
                              setup.microbatches, setup.schedule, setup.checkpoint,
-                             chunks=setup.chunks, input_bytes=input_bytes, **kwargs)
-
-
-def _supports_cores() -> bool:
-    import inspect
-
-    return "cores" in inspect.signature(simulate_pipeline).parameters
+                             chunks=setup.chunks, input_bytes=input_bytes,
+                             cores=host_cores() if cores is None else cores)
 
 
 # ---- the real side (rank functions) ---------------------------------------------------------
@@ -143,6 +136,7 @@ def _supports_cores() -> bool:
 def measure_rank(setup_fields: dict[str, Any], repeats: int, builtin: bool) -> dict[str, Any]:
     """Rank function: time ``repeats`` steps of our pipeline (and PyTorch's, interleaved),
     then one traced step; return timings, the peak activation bytes and the trace."""
+    import torch
     import torch.distributed as dist
 
     from backends.measure import measure_many
@@ -167,7 +161,11 @@ def measure_rank(setup_fields: dict[str, Any], repeats: int, builtin: bool) -> d
         ref = BuiltinPipeline(partition(twin_model, setup.balance)[rank], rank, setup.stages,
                               setup.microbatches, setup.schedule)
         steps.append(lambda: ref.step(inputs, target))
+    busy_before, cpu_before, wall = host_busy_s(), time.process_time(), time.perf_counter()
     timings = measure_many(steps, repeats=repeats, warmup=2, inner=1)
+    own = torch.tensor([time.process_time() - cpu_before], dtype=torch.float64)
+    dist.all_reduce(own)  # CPU seconds all ranks spent, every thread counted
+    busy, wall = host_busy_s() - busy_before, time.perf_counter() - wall
     tracer.enabled = True
     tracer.trace.spans.clear()
     dist.barrier()
@@ -175,7 +173,22 @@ def measure_rank(setup_fields: dict[str, Any], repeats: int, builtin: bool) -> d
     return {"timing": timings[0].as_dict(),
             "builtin": timings[1].as_dict() if use_builtin else None,
             "peak_activation_bytes": pipe.peak_activation_bytes, "loss": loss,
+            "foreign_cpu_s": max(busy - float(own), 0.0) if busy == busy else None,
+            "window_s": wall,
             "trace": tracer.gather().to_records()}
+
+
+def host_busy_s() -> float:
+    """CPU seconds all cores of this host have been busy since boot (``/proc/stat``; NaN
+    elsewhere). Its growth minus our ranks' own CPU time is what *other* programs used while
+    we measured — on a shared machine, the noise to report beside the numbers."""
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    except (OSError, IndexError):
+        return math.nan
+    ticks = [int(f) for f in fields]
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
+    return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 def measure(setup: PipelineSetup, repeats: int = 10, builtin: bool = True,
@@ -190,7 +203,9 @@ def measure(setup: PipelineSetup, repeats: int = 10, builtin: bool = True,
     head = results[0]
     return {"timing": head["timing"], "builtin": head["builtin"],
             "peak_activation_bytes": [r["peak_activation_bytes"] for r in results],
-            "loss": results[-1]["loss"], "trace": Trace.from_records(head["trace"]).shifted()}
+            "loss": results[-1]["loss"], "foreign_cpu_s": head["foreign_cpu_s"],
+            "window_s": head["window_s"],
+            "trace": Trace.from_records(head["trace"]).shifted()}
 
 
 def side_by_side(setup: PipelineSetup, repeats: int = 10, profile_repeats: int = 10,
@@ -219,6 +234,9 @@ def side_by_side(setup: PipelineSetup, repeats: int = 10, profile_repeats: int =
         "memory_rel_error": [(p - m) / m if m else 0.0 for p, m in
                              zip(mem_pred, mem_meas, strict=False)],
         "builtin_median_s": (measured["builtin"] or {}).get("median_s"),
+        "foreign_cpu_s": measured["foreign_cpu_s"],
+        "foreign_cpu_share": (measured["foreign_cpu_s"] or 0.0)
+        / (measured["window_s"] * host_cores()),
     }
     return {"record": record, "predicted": predicted, "measured": measured,
             "profile": layer_profile, "setup": setup}

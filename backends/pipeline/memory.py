@@ -11,8 +11,8 @@ activation bytes at every moment and keeps their peak.
 
 Two details make the count honest:
 
-* one storage saved by several operations (a ReLU's output is also the next Linear's input)
-  is counted once — we count *storages*, with a reference count per storage;
+* one tensor saved by several operations (a ReLU's output is also the next Linear's input)
+  is counted once — a reference count per tensor (its data pointer and size);
 * parameters are saved too (a Linear saves its weight) but are not activations: storages of
   the module's parameters are excluded.
 
@@ -38,7 +38,8 @@ class _Held:
 
     __slots__ = ("__weakref__", "counter", "key", "tensor")
 
-    def __init__(self, counter: ActivationCounter, key: int, tensor: torch.Tensor) -> None:
+    def __init__(self, counter: ActivationCounter, key: tuple[int, int],
+                 tensor: torch.Tensor) -> None:
         self.counter, self.key, self.tensor = counter, key, tensor
 
     def __del__(self) -> None:
@@ -54,16 +55,19 @@ class ActivationCounter:
 
     def __init__(self, exclude: Iterable[torch.Tensor] = ()) -> None:
         self._excluded = {t.untyped_storage().data_ptr() for t in exclude}
-        self._refs: dict[int, list[int]] = {}  # storage -> [references, bytes]
+        self._refs: dict[tuple[int, int], list[int]] = {}  # tensor -> [references, bytes]
         self.live_bytes = 0
         self.peak_bytes = 0
 
     def _pack(self, tensor: torch.Tensor) -> Any:
-        storage = tensor.untyped_storage()
-        key = storage.data_ptr()
-        if key in self._excluded or storage.nbytes() == 0:
+        if tensor.untyped_storage().data_ptr() in self._excluded:
             return tensor
-        entry = self._refs.setdefault(key, [0, storage.nbytes()])
+        # a tensor is counted by its own bytes (a micro-batch is a view of the mini-batch:
+        # its share, not the whole storage); the same tensor saved twice is counted once
+        key = (tensor.data_ptr(), tensor.numel() * tensor.element_size())
+        if key[1] == 0:
+            return tensor
+        entry = self._refs.setdefault(key, [0, key[1]])
         if entry[0] == 0:
             self.live_bytes += entry[1]
             self.peak_bytes = max(self.peak_bytes, self.live_bytes)
@@ -74,7 +78,7 @@ class ActivationCounter:
     def _unpack(held: Any) -> torch.Tensor:
         return held.tensor if isinstance(held, _Held) else held
 
-    def _release(self, key: int) -> None:
+    def _release(self, key: tuple[int, int]) -> None:
         entry = self._refs[key]
         entry[0] -= 1
         if entry[0] == 0:
