@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from simulator.core.engine import Trace
+from simulator.core.hardware import Cluster
 from simulator.pipeline.balance import balance_by_time
 from simulator.pipeline.profile import LayerProfile
 from simulator.pipeline.simulate import PipelineResult, simulate_pipeline
@@ -40,7 +41,8 @@ class PipelineSetup:
     """One pipeline experiment.
 
     Attributes:
-        layers, width, hidden: the MLP (``layers`` blocks ``width → hidden → width``).
+        layers, width, hidden: the MLP (``layers`` blocks ``width → hidden → width``);
+            ``hiddens``, if given, one hidden width per block instead (an uneven model).
         batch: examples per mini-batch; ``microbatches`` splits it.
         stages: pipeline ranks; ``chunks``: model chunks per rank (interleaved only).
         schedule: ``gpipe``, ``1f1b`` or ``interleaved``.
@@ -53,6 +55,7 @@ class PipelineSetup:
     layers: int = 8
     width: int = 256
     hidden: int = 1024
+    hiddens: tuple[int, ...] | None = None
     batch: int = 64
     stages: int = 2
     microbatches: int = 4
@@ -79,7 +82,7 @@ class PipelineSetup:
 
         from backends.pipeline.models import mlp
 
-        model = mlp(self.layers, self.width, self.hidden, seed=self.seed)
+        model = mlp(self.layers, self.width, self.hiddens or self.hidden, seed=self.seed)
         gen = torch.Generator().manual_seed(self.seed + 1)
         x = torch.randn(self.batch, self.width, generator=gen)
         t = torch.randn(self.batch, self.width, generator=gen)
@@ -109,20 +112,42 @@ def host_cores() -> int:
         os.cpu_count() or 1)
 
 
+def local_cluster(stages: int, calibration: str | Path | None = None,
+                  backend: str = "gloo") -> tuple[Cluster, str]:
+    """This machine's calibrated cluster for ``stages`` ranks, and a description of it.
+
+    Without a calibration entry (a fresh checkout, CI) it falls back to a *free* network
+    (no latency, unbounded bandwidth), so a prediction shows compute only — and says so;
+    ``distml-lab calibrate --world N`` measures the real one.
+    """
+    from simulator.core.calibration import CalibrationError
+    from simulator.core.hardware import Cluster, Device
+    from simulator.core.network import Link, Topology
+
+    try:
+        cluster = Cluster.local(stages, backend, calibration)
+        return cluster, f"calibrated cluster {cluster.name}"
+    except CalibrationError:
+        cpu = Device("cpu", 1e11, 1e10, math.inf)
+        free = Topology.fully_connected(stages, Link(0.0, 1e18, "none"))
+        return (Cluster.homogeneous("free", cpu, free),
+                "free network (no calibration found: run distml-lab calibrate --world "
+                f"{stages})")
+
+
 def predict(setup: PipelineSetup, layer_profile: list[LayerProfile],
             calibration: str | Path | None = None, cores: float | None = None,
-            backend: str = "gloo") -> PipelineResult:
-    """The simulated step of ``setup`` on this machine's calibrated cluster.
+            backend: str = "gloo", cluster: Cluster | None = None) -> PipelineResult:
+    """The simulated step of ``setup`` on this machine's calibrated cluster (or ``cluster``).
 
     ``cores``: CPU cores the stage processes share (``None``: this host's; ``math.inf``: one
     core each, no contention).
     """
-    from simulator.core.hardware import Cluster
-
-    setup = setup.with_balance(layer_profile)
-    cluster = Cluster.local(max(setup.stages, 2), backend, calibration)
-    if setup.stages == 1:
+    if setup.stages < 2:
         raise ValueError("a pipeline needs at least 2 stages to predict")
+    setup = setup.with_balance(layer_profile)
+    if cluster is None:
+        cluster, _ = local_cluster(setup.stages, calibration, backend)
     itemsize = 4
     input_bytes = math.ceil(setup.batch / setup.microbatches) * setup.width * itemsize
     return simulate_pipeline(cluster, layer_profile, list(setup.balance or ()),
@@ -191,6 +216,36 @@ def host_busy_s() -> float:
     return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
+def measure_sweep_rank(setups: list[dict[str, Any]], repeats: int,
+                       builtin: bool) -> list[dict[str, Any]]:
+    """Rank function: :func:`measure_rank` for several setups of one stage count in turn."""
+    return [measure_rank(fields, repeats, builtin) for fields in setups]
+
+
+def measure_sweep(setups: list[PipelineSetup], repeats: int = 10, builtin: bool = False,
+                  timeout: float = 120.0) -> list[dict[str, Any]]:
+    """:func:`measure` for several setups with the same number of stages, in ONE launch
+    (launching costs seconds; notebooks use this)."""
+    from backends.launch import spawn
+
+    stages = {s.stages for s in setups}
+    if len(stages) != 1 or any(s.balance is None for s in setups):
+        raise ValueError("measure_sweep needs setups of one stage count, each with a balance")
+    per_rank = spawn(measure_sweep_rank, stages.pop(), [asdict(s) for s in setups], repeats,
+                     builtin, timeout=timeout)
+    return [_combine([r[k] for r in per_rank]) for k in range(len(setups))]
+
+
+def _combine(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """One setup's result from every rank's: rank 0's timings and trace, every peak."""
+    head = results[0]
+    return {"timing": head["timing"], "builtin": head["builtin"],
+            "peak_activation_bytes": [r["peak_activation_bytes"] for r in results],
+            "loss": results[-1]["loss"], "foreign_cpu_s": head["foreign_cpu_s"],
+            "window_s": head["window_s"],
+            "trace": Trace.from_records(head["trace"]).shifted()}
+
+
 def measure(setup: PipelineSetup, repeats: int = 10, builtin: bool = True,
             timeout: float = 120.0) -> dict[str, Any]:
     """Run ``setup`` for real on ``setup.stages`` processes (``balance`` must be set)."""
@@ -198,14 +253,8 @@ def measure(setup: PipelineSetup, repeats: int = 10, builtin: bool = True,
 
     if setup.balance is None:
         raise ValueError("measure needs an explicit balance (see PipelineSetup.with_balance)")
-    results = spawn(measure_rank, setup.stages, asdict(setup), repeats, builtin,
-                    timeout=timeout)
-    head = results[0]
-    return {"timing": head["timing"], "builtin": head["builtin"],
-            "peak_activation_bytes": [r["peak_activation_bytes"] for r in results],
-            "loss": results[-1]["loss"], "foreign_cpu_s": head["foreign_cpu_s"],
-            "window_s": head["window_s"],
-            "trace": Trace.from_records(head["trace"]).shifted()}
+    return _combine(spawn(measure_rank, setup.stages, asdict(setup), repeats, builtin,
+                          timeout=timeout))
 
 
 def side_by_side(setup: PipelineSetup, repeats: int = 10, profile_repeats: int = 10,
@@ -217,10 +266,17 @@ def side_by_side(setup: PipelineSetup, repeats: int = 10, profile_repeats: int =
     setup = setup.with_balance(layer_profile)
     predicted = predict(setup, layer_profile, calibration, cores)
     measured = measure(setup, repeats, builtin)
+    return {"record": record(setup, predicted, measured), "predicted": predicted,
+            "measured": measured, "profile": layer_profile, "setup": setup}
+
+
+def record(setup: PipelineSetup, predicted: PipelineResult,
+           measured: dict[str, Any]) -> dict[str, Any]:
+    """One point: prediction, measurement, relative errors (time and memory per stage)."""
     median = measured["timing"]["median_s"]
     mem_pred = predicted.peak_activation_bytes
     mem_meas = measured["peak_activation_bytes"]
-    record = {
+    return {
         "stages": setup.stages, "microbatches": setup.microbatches,
         "schedule": setup.schedule, "checkpoint": setup.checkpoint, "chunks": setup.chunks,
         "balance": list(setup.balance or ()), "batch": setup.batch,
@@ -238,5 +294,3 @@ def side_by_side(setup: PipelineSetup, repeats: int = 10, profile_repeats: int =
         "foreign_cpu_share": (measured["foreign_cpu_s"] or 0.0)
         / (measured["window_s"] * host_cores()),
     }
-    return {"record": record, "predicted": predicted, "measured": measured,
-            "profile": layer_profile, "setup": setup}

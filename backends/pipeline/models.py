@@ -9,6 +9,8 @@ tensor is shared between blocks, so per-block activation sizes add up exactly to
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import nn
 
@@ -18,11 +20,18 @@ def block(width: int, hidden: int) -> nn.Sequential:
     return nn.Sequential(nn.Linear(width, hidden), nn.GELU(), nn.Linear(hidden, width))
 
 
-def mlp(layers: int, width: int, hidden: int | None = None, seed: int = 0) -> nn.Sequential:
-    """``layers`` blocks, initialised from ``seed`` (every rank builds the same model)."""
-    if layers < 1 or width < 1:
-        raise ValueError(f"an MLP needs at least one layer and width, got {layers}, {width}")
-    gen = torch.random.fork_rng(devices=[])
-    with gen:
+def mlp(layers: int, width: int, hidden: int | Sequence[int] | None = None,
+        seed: int = 0) -> nn.Sequential:
+    """``layers`` blocks, initialised from ``seed`` (every rank builds the same model).
+
+    ``hidden`` is one hidden width for every block (default ``4 · width``) or one per block —
+    an uneven model, whose balance matters.
+    """
+    hiddens = ([hidden or 4 * width] * layers if hidden is None or isinstance(hidden, int)
+               else list(hidden))
+    if layers < 1 or width < 1 or len(hiddens) != layers or min(hiddens) < 1:
+        raise ValueError(f"an MLP needs at least one layer, a width and one hidden width per "
+                         f"layer, got {layers} layers, width {width}, hidden {hidden}")
+    with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        return nn.Sequential(*(block(width, hidden or 4 * width) for _ in range(layers)))
+        return nn.Sequential(*(block(width, h) for h in hiddens))
