@@ -53,6 +53,8 @@ DeviceLike = torch.device | str | int
 
 
 # ---- tracing: spans on the simulator's schema, one row per device ----------------------------
+# A copy is drawn on the row of the device it serves (the one that is not the first), as the
+# simulated twin draws it, although the host thread does every copy.
 
 @contextmanager
 def _span(trace: Trace | None, device_index: int, kind: str, name: str,
@@ -99,7 +101,7 @@ class Scatter(torch.autograd.Function):
         chunks = tensor.chunk(len(devices), dim)
         out = []
         for i, chunk in enumerate(chunks):
-            with _span(trace, 0, "memcpy", f"scatter 0->{i}", _nbytes([chunk]) if i else 0):
+            with _span(trace, i, "memcpy", f"scatter 0->{i}", _nbytes([chunk]) if i else 0):
                 out.append(_to(chunk, devices[i], i))
         return tuple(out)
 
@@ -131,7 +133,7 @@ def reduce_add(tensors: Sequence[Tensor | None], device: torch.device,
     for i, t in enumerate(tensors):
         if t is None:
             continue
-        with _span(trace, 0, "memcpy", f"{name} {i}->0", _nbytes([t]) if i else 0):
+        with _span(trace, i, "memcpy", f"{name} {i}->0", _nbytes([t]) if i else 0):
             here = _to(t, device, i)
         if total is None:
             total = here
@@ -154,7 +156,7 @@ class Broadcast(torch.autograd.Function):
         ctx.set_materialize_grads(False)
         out: list[Tensor] = []
         for i, device in enumerate(devices):
-            with _span(trace, 0, "memcpy", f"replicate 0->{i}", _nbytes(tensors) if i else 0):
+            with _span(trace, i, "memcpy", f"replicate 0->{i}", _nbytes(tensors) if i else 0):
                 out.extend(_to(t, device, i) for t in tensors)
         frozen = [o for k, o in enumerate(out) if not tensors[k % len(tensors)].requires_grad]
         ctx.mark_non_differentiable(*frozen)  # a frozen parameter's copies need no gradient
@@ -197,7 +199,7 @@ def replicate(module: nn.Module, devices: Sequence[DeviceLike],
         flat = tuple(_to(t, d, i) for i, d in enumerate(devs) for t in params)
     flat_buffers: list[Tensor] = []
     for i, d in enumerate(devs):
-        with _span(trace, 0, "memcpy", f"buffers 0->{i}", _nbytes(buffers) if i else 0):
+        with _span(trace, i, "memcpy", f"buffers 0->{i}", _nbytes(buffers) if i else 0):
             flat_buffers.extend(_to(b.detach(), d, i) for b in buffers)
     param_index = {id(p): k for k, p in enumerate(params)}
     buffer_index = {id(b): k for k, b in enumerate(buffers)}
@@ -275,7 +277,7 @@ class Gather(torch.autograd.Function):
     def backward(ctx: Any, grad: Tensor) -> tuple[Any, ...]:
         grads = []
         for i, g in enumerate(torch.split(grad, ctx.sizes, ctx.dim)):
-            with _span(ctx.trace, 0, "memcpy", f"scatter grad 0->{i}",
+            with _span(ctx.trace, i, "memcpy", f"scatter grad 0->{i}",
                        _nbytes([g]) if i else 0):
                 grads.append(_to(g, ctx.devices[i], i))
         return (None, None, None, *grads)

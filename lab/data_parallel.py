@@ -173,9 +173,11 @@ def measure_step(widths: Sequence[int], batch: int, replicas: int, repeats: int 
         if dp.trace is not None:
             dp.trace.record(0, "compute", "loss", start, time.perf_counter())
             start = time.perf_counter()
+        before = len(dp.trace) if dp.trace is not None else 0
         loss.backward()  # type: ignore[no-untyped-call]
-        if dp.trace is not None:
+        if dp.trace is not None:  # one span for all replicas' backward, under the copies and
             dp.trace.record(0, "step", "backward (all)", start, time.perf_counter())
+            dp.trace.spans.insert(before, dp.trace.spans.pop())  # sums it contains
             start = time.perf_counter()
         opt.step()
         if dp.trace is not None:
