@@ -21,11 +21,13 @@ with a mini-batch of 64 examples:
   added for it;
 * **foreign CPU share** — the share of the host's CPU time *other* programs used while the
   point was measured (``/proc/stat`` minus our ranks' own CPU time): on a shared machine the
-  noise to read beside the error.
+  noise to read beside the error. A profile or a point measured while others used more than
+  ``--max-foreign`` of the CPU is measured again (up to ``--attempts`` times; the quietest
+  attempt is kept and its share reported).
 
-Each point (its profile and its run) holds the exclusive measurement lock
-(``/tmp/distml-measure.lock``) while it runs, so other helpers' tests wait; between points
-the lock is released. Writes ``pipeline_accuracy.json``/``.csv`` and prints the median
+The points of one stage count (a minute or two) hold the exclusive measurement lock
+(``/tmp/distml-measure.lock``), so other helpers' tests wait; between stage counts the lock is
+released. Writes ``pipeline_accuracy.json``/``.csv`` and prints the median
 |relative error| overall and per stage count. Asserts nothing.
 """
 
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import fcntl
+import itertools
 import statistics
 import sys
 from collections.abc import Iterator
@@ -41,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.compare import write_csv, write_json
-from lab.pipeline import PipelineSetup, profile, side_by_side
+from lab.pipeline import PipelineSetup, profile_quietly, side_by_side
 from lab.units import parse_worlds
 from simulator.pipeline.profile import LayerProfile
 
@@ -67,7 +70,42 @@ def points(stages: list[int], microbatches: list[int], schedules: list[str]
              for p in stages for s in schedules for m in microbatches]
     sweep += [PipelineSetup(stages=p, microbatches=4, schedule="gpipe", checkpoint=c)
               for p in (min(stages), max(stages)) for c in ("except_last", "always")]
-    return sweep
+    return sorted(sweep, key=lambda s: s.stages)  # stable: a stage count's points together
+
+
+def measure_point(setup: PipelineSetup, profiles: dict[int, tuple[list[LayerProfile], float]],
+                  args: argparse.Namespace) -> dict[str, Any]:
+    """Profile (once per micro-batch size), predict and measure one point; measure again
+    while other programs used more than ``--max-foreign`` of the CPU, keep the quietest."""
+    out: dict[str, Any] = {}
+    m = setup.microbatches
+    for _ in range(args.attempts):
+        if m not in profiles or profiles[m][1] > args.max_foreign:
+            candidate = profile_quietly(setup, args.profile_repeats)
+            if m not in profiles or candidate[1] < profiles[m][1]:
+                profiles[m] = candidate  # a profile depends on the micro-batch size
+        attempt = side_by_side(setup, args.repeats, layer_profile=profiles[m][0])
+        if not out or (attempt["record"]["foreign_cpu_share"]
+                       < out["record"]["foreign_cpu_share"]):
+            out = attempt
+        if out["record"]["foreign_cpu_share"] <= args.max_foreign:
+            break
+    record: dict[str, Any] = out["record"]
+    record["profile_foreign_cpu_share"] = profiles[m][1]
+    return record
+
+
+def report(r: dict[str, Any], k: int, total: int) -> None:
+    """One line per point on stderr."""
+    ratio = (r["builtin_median_s"] / r["measured_median_s"]
+             if r["builtin_median_s"] else float("nan"))
+    print(f"[{k}/{total}] p={r['stages']} m={r['microbatches']:2d} "
+          f"{r['schedule']:5s} {r['checkpoint']:11s} predicted "
+          f"{r['predicted_s'] * 1e3:7.1f} ms  measured {r['measured_median_s'] * 1e3:7.1f} ms"
+          f"  error {r['rel_error']:+6.1%}  memory error "
+          f"{max(abs(e) for e in r['memory_rel_error']):5.1%}  torch/ours {ratio:4.2f}  "
+          f"foreign CPU {r['foreign_cpu_share']:4.0%} (profile "
+          f"{r['profile_foreign_cpu_share']:4.0%})", file=sys.stderr, flush=True)
 
 
 def main() -> None:
@@ -79,26 +117,18 @@ def main() -> None:
     parser.add_argument("--profile-repeats", type=int, default=10)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     parser.add_argument("--tag", default="")
+    parser.add_argument("--max-foreign", type=float, default=0.1)
+    parser.add_argument("--attempts", type=int, default=3)
     args = parser.parse_args()
     sweep = points(parse_worlds(args.stages), parse_worlds(args.microbatches),
                    args.schedules.split(","))
-    profiles: dict[int, list[LayerProfile]] = {}
+    profiles: dict[int, tuple[list[LayerProfile], float]] = {}
     records: list[dict[str, Any]] = []
-    for k, setup in enumerate(sweep):
-        with exclusive():
-            if setup.microbatches not in profiles:  # a profile depends on the micro-batch size
-                profiles[setup.microbatches] = profile(setup, args.profile_repeats)
-            out = side_by_side(setup, args.repeats, layer_profile=profiles[setup.microbatches])
-        r = out["record"]
-        records.append(r)
-        ratio = (r["builtin_median_s"] / r["measured_median_s"]
-                 if r["builtin_median_s"] else float("nan"))
-        print(f"[{k + 1}/{len(sweep)}] p={r['stages']} m={r['microbatches']:2d} "
-              f"{r['schedule']:5s} {r['checkpoint']:11s} predicted "
-              f"{r['predicted_s'] * 1e3:7.1f} ms  measured {r['measured_median_s'] * 1e3:7.1f} ms"
-              f"  error {r['rel_error']:+6.1%}  memory error "
-              f"{max(abs(e) for e in r['memory_rel_error']):5.1%}  torch/ours {ratio:4.2f}  "
-              f"foreign CPU {r['foreign_cpu_share']:4.0%}", file=sys.stderr, flush=True)
+    for _, group in itertools.groupby(sweep, key=lambda s: s.stages):
+        with exclusive():  # one hold per stage count
+            for setup in group:
+                records.append(measure_point(setup, profiles, args))
+                report(records[-1], len(records), len(sweep))
     timed = [r for r in records if r["checkpoint"] == "never"]
     summary = {
         "median_abs_rel_error": statistics.median(abs(r["rel_error"]) for r in timed),

@@ -106,6 +106,14 @@ def profile(setup: PipelineSetup, repeats: int = 10) -> list[LayerProfile]:
         torch.set_num_threads(threads)
 
 
+def profile_quietly(setup: PipelineSetup, repeats: int = 10) -> tuple[list[LayerProfile], float]:
+    """:func:`profile`, and the share of the host's CPU other programs used meanwhile."""
+    busy, cpu, wall = host_busy_s(), time.process_time(), time.perf_counter()
+    layer_profile = profile(setup, repeats)
+    busy, cpu = host_busy_s() - busy, time.process_time() - cpu
+    return layer_profile, max(busy - cpu, 0.0) / ((time.perf_counter() - wall) * host_cores())
+
+
 def host_cores() -> int:
     """CPU cores this process may run on."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
