@@ -38,6 +38,7 @@ import torch.distributed as dist
 from torch import nn
 
 from backends.collectives.all_gather import ring_all_gather_chunks
+from backends.collectives.all_reduce import ring_all_reduce
 from backends.collectives.comm import Comm, Group
 from backends.collectives.reduce_scatter import ring_reduce_scatter
 from backends.trace import Tracer, span
@@ -200,7 +201,7 @@ class Zero:
         unit.full.untyped_storage().resize_(0)
 
     def _reduce_grads(self, unit: Unit) -> None:
-        """Average ``unit``'s gradients over the team: stage 0 all-reduces them all, stages
+        """Average ``unit``'s gradients over the team: stage 0 ring-all-reduces them all, stages
         1–3 reduce-scatter them so each rank keeps its shard's (stages 2–3 then free the
         full gradients)."""
         if unit.reduced:
@@ -218,8 +219,7 @@ class Zero:
                                    f"reduce grads unit {unit.index}", flat.nbytes):
             if self.stage == 0:
                 if self.world > 1:
-                    dist.all_reduce(flat, group=self.comm.pg)
-                    flat.div_(self.world)
+                    ring_all_reduce(flat, dist.ReduceOp.AVG, group=self.comm.ranks)
                 return
             lo = self.rank * unit.shard_numel
             mine = flat[lo:lo + unit.shard_numel]

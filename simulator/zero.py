@@ -22,18 +22,25 @@ volume as plain data parallelism. Stage 3 all-gathers each layer's parameters ag
 backward pass: one extra all-gather, 1.5× the traffic.
 
 Everything here is arithmetic except :func:`step_communication`, which times the collectives on
-a cluster model (:mod:`simulator.collectives`' ring fast path, so thousands of ranks are cheap).
-Bytes are bytes; times are seconds.
+a cluster model (:mod:`simulator.collectives`' ring fast path, so thousands of ranks are cheap),
+and :func:`simulate_zero_step`, the rank program of one whole training step of the real twin
+(:mod:`backends.zero`): compute per unit, the stage's collectives per unit, the optimizer on the
+shard. Bytes are bytes; times are seconds.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from simulator.collectives.all_reduce import ring_phases_fast
+from simulator.collectives.all_gather import ring_all_gather
+from simulator.collectives.all_reduce import ring_all_reduce, ring_phases_fast
+from simulator.collectives.reduce_scatter import ring_reduce_scatter
+from simulator.core.comm import SimComm, SimGen, SimResult, run_spmd
 from simulator.core.hardware import Cluster
+from simulator.pipeline.cores import CorePool
 
 Precision = Literal["mixed", "fp32"]
 Optimizer = Literal["adam", "sgd", "momentum"]
@@ -231,3 +238,93 @@ def simulate_zero(params: int, stage: int, dp: int, precision: Precision = "mixe
         doc["collectives"] = rows
         doc["communication_time_s"] = math.fsum(r["time_s"] for r in rows)
     return doc
+
+
+# ---- one training step, rank by rank (the twin of backends.zero) ---------------------------
+
+@dataclass(frozen=True)
+class UnitCost:
+    """One unit of :class:`backends.zero.Zero` (a module's flat parameters): its size and the
+    one-core seconds it costs — measured on one process (a profile), or from a workload model.
+
+    Attributes:
+        numel: parameters of the unit.
+        forward_s: forward time of the unit (and the parameter-free layers after it), s.
+        backward_s: its backward time, s.
+        update_s: the optimizer's step over *all* ``numel`` parameters, s (a shard of ``k``
+            elements costs ``k/numel`` of it).
+    """
+
+    numel: int
+    forward_s: float
+    backward_s: float
+    update_s: float
+
+
+def zero_step(comm: SimComm, units: Sequence[UnitCost], stage: int, itemsize: int,
+              shared: dict[str, Any]) -> SimGen:
+    """Rank program of one step of :class:`backends.zero.Zero`, in its order and without
+    overlap (the real twin runs every collective synchronously):
+
+    * forward, unit by unit — stage 3 all-gathers each unit's parameters first;
+    * backward, in reverse — stage 3 all-gathers again before each unit, stages 2–3
+      reduce-scatter each unit's gradients right after it;
+    * stages 0–1 reduce every unit's gradients after backward (all-reduce, or reduce-scatter);
+    * the optimizer on this rank's elements (all of them at stage 0, a shard otherwise);
+    * stages 1–2 all-gather the updated shards.
+
+    Units are padded to a multiple of the world size, as the real twin pads them. Compute runs
+    on a pool of ``shared["cores"]`` cores shared by all ranks (processor sharing).
+    """
+    p = comm.world_size
+    pool: CorePool | None = None
+    if not math.isinf(shared["cores"]):
+        pool = shared.setdefault("pool", CorePool(comm.env, shared["cores"]))
+
+    def spend(seconds: float, name: str) -> SimGen:
+        start = comm.now
+        if pool is None:
+            yield comm.env.timeout(seconds)
+        else:
+            yield from pool.run(seconds)
+        comm.span("compute", name, start)
+
+    def padded(unit: UnitCost) -> int:
+        return shard_elements(unit.numel, p) * p * itemsize
+
+    def collective(kind: str, unit: UnitCost) -> SimGen:
+        if p == 1:
+            return
+        program = {"all_gather": ring_all_gather, "reduce_scatter": ring_reduce_scatter,
+                   "all_reduce": ring_all_reduce}[kind]
+        yield from program(comm, padded(unit), itemsize)
+
+    for i, unit in enumerate(units):
+        if stage == 3:
+            yield from collective("all_gather", unit)
+        yield from spend(unit.forward_s, f"forward {i}")
+    for i, unit in reversed(list(enumerate(units))):
+        if stage == 3:
+            yield from collective("all_gather", unit)
+        yield from spend(unit.backward_s, f"backward {i}")
+        if stage >= 2:
+            yield from collective("reduce_scatter", unit)
+    if stage <= 1:
+        for unit in units:
+            yield from collective("all_reduce" if stage == 0 else "reduce_scatter", unit)
+    update_s = math.fsum(u.update_s if stage == 0 else
+                         u.update_s * shard_elements(u.numel, p) / max(u.numel, 1)
+                         for u in units)
+    yield from spend(update_s, "optimizer step")
+    if stage in (1, 2):
+        for unit in units:
+            yield from collective("all_gather", unit)
+
+
+def simulate_zero_step(cluster: Cluster, units: Sequence[UnitCost], stage: int,
+                       itemsize: int = 4, cores: float = math.inf) -> SimResult:
+    """One training step of ZeRO ``stage`` on ``cluster`` (every rank data-parallel): makespan,
+    per-rank finish and the trace of compute and messages. ``cores``: CPU cores the ranks
+    share (``math.inf``: one each, e.g. GPUs)."""
+    _check(0, stage, cluster.world_size)
+    return run_spmd(cluster, zero_step, list(units), stage, itemsize, {"cores": cores})

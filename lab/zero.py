@@ -1,0 +1,180 @@
+"""ZeRO predicted and measured, side by side (book chapter 14).
+
+* :func:`profile_units` — what each unit of :class:`backends.zero.Zero` costs on ONE process:
+  the per-layer forward/backward profile of :func:`backends.pipeline.profiler.profile_layers`,
+  summed per unit, and the optimizer's step over the unit's parameters (primitives only);
+* :func:`predict_step` — :func:`simulator.zero.simulate_zero_step` on this machine's calibrated
+  twin (``Cluster.local``), the ranks sharing its cores;
+* :func:`measure_step` — the real :class:`~backends.zero.Zero` training steps on ``world``
+  processes, median step time and the model-state bytes each rank holds;
+* :func:`compare_stages` — both, for each stage, with the memory the simulator predicts.
+
+Times are seconds, sizes bytes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from backends.launch import spawn
+from backends.pipeline.profiler import profile_layers
+from backends.zero import Zero
+from simulator.core.calibration import find_entry
+from simulator.core.hardware import Cluster
+from simulator.zero import UnitCost, model_state_bytes, simulate_zero_step
+
+
+def mlp(widths: tuple[int, ...], seed: int = 0) -> nn.Sequential:
+    """``Linear``/``Tanh`` layers ``widths[0] → widths[1] → …`` (no activation at the end)."""
+    torch.manual_seed(seed)
+    layers: list[nn.Module] = []
+    for a, b in itertools.pairwise(widths):
+        layers += [nn.Linear(a, b), nn.Tanh()]
+    return nn.Sequential(*layers[:-1])
+
+
+def parameter_count(widths: tuple[int, ...]) -> int:
+    """Parameters of :func:`mlp` (weights and biases)."""
+    return sum(a * b + b for a, b in itertools.pairwise(widths))
+
+
+def _median_s(fn: Any, repeats: int, warmup: int = 2) -> float:
+    samples = []
+    for k in range(warmup + repeats):
+        start = time.perf_counter()
+        fn()
+        if k >= warmup:
+            samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def optimizer_step_s(numel: int, repeats: int = 10, lr: float = 1e-3) -> float:
+    """One ``torch.optim.Adam`` step over ``numel`` fp32 parameters on this process, s."""
+    param = nn.Parameter(torch.zeros(max(numel, 1)))
+    param.grad = torch.randn_like(param)
+    opt = torch.optim.Adam([param], lr=lr)
+    return _median_s(opt.step, repeats)
+
+
+def _numel(module: nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters(recurse=False) if p.requires_grad)
+
+
+def profile_units(model: nn.Sequential, batch: int, repeats: int = 10) -> list[UnitCost]:
+    """Per-unit one-core costs of ``model`` for a local batch of ``batch`` rows.
+
+    A unit is a layer with parameters (as :class:`backends.zero.Zero` cuts the model); a
+    parameter-free layer (an activation) is charged to the unit before it. Measured with one
+    intra-op thread, as every rank runs.
+    """
+    first = next(iter(model.children()))
+    if not isinstance(first, nn.Linear):
+        raise ValueError("profile_units expects a model that starts with nn.Linear")
+    example = torch.randn(batch, first.in_features)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as each rank runs (spawn sets OMP_NUM_THREADS=1)
+    try:
+        layers = profile_layers(model, example, repeats=repeats)
+        updates = [optimizer_step_s(_numel(m), repeats) if _numel(m) else 0.0
+                   for m in model.children()]
+    finally:
+        torch.set_num_threads(threads)
+    units: list[UnitCost] = []
+    for layer, module, update_s in zip(layers, model.children(), updates, strict=True):
+        numel = _numel(module)
+        if numel or not units:
+            units.append(UnitCost(numel, layer.forward_s, layer.backward_s, update_s))
+        else:
+            last = units[-1]
+            units[-1] = UnitCost(last.numel, last.forward_s + layer.forward_s,
+                                 last.backward_s + layer.backward_s, last.update_s)
+    return units
+
+
+def predict_step(world: int, stage: int, units: list[UnitCost],
+                 calibration: str | Path | None = None) -> float:
+    """Predicted seconds of one step on this machine's calibrated twin of ``world`` ranks."""
+    entry = find_entry(world, "gloo", path=calibration)
+    cluster = Cluster.from_calibration(entry, world)
+    return simulate_zero_step(cluster, units, stage, cores=entry.cores).makespan_s
+
+
+def _time_steps(stage: int, widths: tuple[int, ...], batch: int, repeats: int
+                ) -> dict[str, Any]:
+    """Rank program: train ``repeats`` timed steps (after 2 warm-ups); step times and the
+    model-state bytes this rank holds."""
+    zero = Zero(mlp(widths), torch.optim.Adam, stage=stage, lr=1e-3)
+    rank = dist.get_rank()
+    g = torch.Generator().manual_seed(rank)
+    x, y = torch.randn(batch, widths[0], generator=g), torch.randn(batch, widths[-1], generator=g)
+    samples = []
+    for k in range(2 + repeats):
+        dist.barrier()
+        start = time.perf_counter()
+        zero.zero_grad()
+        ((zero(x) - y) ** 2).mean().backward()
+        zero.step()
+        elapsed = torch.tensor([time.perf_counter() - start], dtype=torch.float64)
+        dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)  # the step ends when the slowest does
+        if k >= 2:
+            samples.append(float(elapsed))
+    return {"samples_s": samples, "model_states": zero.model_states()}
+
+
+@dataclass(frozen=True)
+class StagePoint:
+    """One stage at one world size: predicted and measured step time and model states."""
+
+    world: int
+    stage: int
+    params: int
+    predicted_s: float
+    measured_median_s: float
+    measured_p10_s: float
+    measured_p90_s: float
+    predicted_states: dict[str, int]
+    measured_states: dict[str, int]
+
+    @property
+    def rel_error(self) -> float:
+        """(predicted − measured) / measured."""
+        return (self.predicted_s - self.measured_median_s) / self.measured_median_s
+
+
+def measure_step(world: int, stage: int, widths: tuple[int, ...], batch: int,
+                 repeats: int = 10) -> dict[str, Any]:
+    """Median/p10/p90 of the real step on ``world`` processes, and rank 0's model states."""
+    got = spawn(_time_steps, world, stage, widths, batch, repeats, timeout=60)[0]
+    samples = sorted(got["samples_s"])
+
+    def pct(q: float) -> float:
+        return float(samples[min(len(samples) - 1, int(q * len(samples)))])
+
+    return {"median_s": statistics.median(samples), "p10_s": pct(0.1), "p90_s": pct(0.9),
+            "model_states": got["model_states"]}
+
+
+def compare_stages(world: int, widths: tuple[int, ...], batch: int, repeats: int = 10,
+                   stages: tuple[int, ...] = (0, 1, 2, 3),
+                   calibration: str | Path | None = None) -> list[StagePoint]:
+    """Predict (from a one-process profile and the calibration) and measure each stage."""
+    units = profile_units(mlp(widths), batch)
+    params = parameter_count(widths)
+    points = []
+    for stage in stages:
+        measured = measure_step(world, stage, widths, batch, repeats)
+        points.append(StagePoint(
+            world, stage, params, predict_step(world, stage, units, calibration),
+            measured["median_s"], measured["p10_s"], measured["p90_s"],
+            model_state_bytes(params, stage, world, "fp32", "adam").as_dict(),
+            measured["model_states"]))
+    return points
