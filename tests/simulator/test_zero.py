@@ -5,14 +5,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from simulator.collectives.all_gather import ring_all_gather_cost
+from simulator.collectives.all_reduce import ring_all_reduce_cost
 from simulator.collectives.reduce_scatter import ring_reduce_scatter_cost
 from simulator.core.hardware import Cluster, Device
 from simulator.core.network import Link, Topology
 from simulator.zero import (
+    UnitCost,
     communication_bytes,
     max_parameters,
     model_state_bytes,
+    shard_elements,
     simulate_zero,
+    simulate_zero_step,
     step_communication,
 )
 
@@ -99,3 +103,37 @@ def test_simulate_zero_checks_its_cluster():
         model_state_bytes(10, 4, 2)
     with pytest.raises(ValueError, match="≥ 1"):
         model_state_bytes(10, 1, 0)
+
+
+# ---- one training step (the twin of backends.zero) -------------------------------------------
+
+UNITS = [UnitCost(1000, 1e-3, 2e-3, 4e-4), UnitCost(4097, 3e-3, 5e-3, 1e-3)]
+
+
+@pytest.mark.parametrize("p", [1, 2, 3, 4])
+@pytest.mark.parametrize("stage", [0, 1, 2, 3])
+def test_step_without_contention_is_compute_plus_the_stages_collectives(p, stage):
+    alpha, bandwidth, reduce_bps = 2e-5, 1e9, 5e9
+    device = Device("d", 1e12, 3 * reduce_bps, 80 * GB, reduce_Bps=reduce_bps)
+    cluster = Cluster.homogeneous("ideal", device, Topology.fully_connected(
+        p, Link(alpha, bandwidth, "none")))
+    costs = (alpha, 1 / bandwidth, 1 / reduce_bps)
+    compute = sum(u.forward_s + u.backward_s for u in UNITS)
+    update = sum(u.update_s * (1 if stage == 0 else shard_elements(u.numel, p) / u.numel)
+                 for u in UNITS)
+    comm = 0.0
+    for u in UNITS:
+        n = shard_elements(u.numel, p) * p * 4
+        rs, ag = ring_reduce_scatter_cost(p, n, *costs), ring_all_gather_cost(p, n, *costs)
+        comm += {0: ring_all_reduce_cost(p, n, *costs), 1: rs + ag, 2: rs + ag,
+                 3: rs + 2 * ag}[stage] if p > 1 else 0.0
+    got = simulate_zero_step(cluster, UNITS, stage).makespan_s
+    assert got == pytest.approx(compute + update + comm, rel=1e-9)
+
+
+def test_two_ranks_on_one_core_take_twice_the_compute():
+    device = Device("d", 1e12, 1e12, 80 * GB)
+    cluster = Cluster.homogeneous("x", device, Topology.fully_connected(2, Link(0.0, 1e15)))
+    alone = simulate_zero_step(cluster, UNITS, 0, cores=2).makespan_s
+    shared = simulate_zero_step(cluster, UNITS, 0, cores=1).makespan_s
+    assert shared == pytest.approx(2 * alone, rel=1e-3)
