@@ -1,0 +1,110 @@
+"""Choosing a 3D-parallel configuration: every (t, p, d, micro-batch), ranked by the simulator.
+
+Narayanan et al. (SC 2021, §3.3, "Takeaways") give rules of thumb: keep tensor parallelism
+inside a node (``t ≤ 8``), use pipeline parallelism to fit the model across nodes, then use
+the remaining GPUs for data parallelism; pick the micro-batch size that balances arithmetic
+intensity against the pipeline bubble. :func:`plan` tries every configuration instead:
+
+1. **enumerate** ``t`` (a power of two dividing the heads, at most ``max_t``), ``p`` (dividing
+   the layers), ``d = N/(t·p)``, micro-batch ``b`` (``B`` divisible by ``b·d``) and the
+   interleaving ``v`` asked for;
+2. **skip** what does not fit: model states and activations per GPU
+   (:func:`~simulator.tensor_parallel.memory_per_stage`) above the device's memory;
+3. **simulate** the rest (:func:`~simulator.tensor_parallel.simulate_megatron`, the fast
+   path) and rank by throughput, sequences per second.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from simulator.core.hardware import Cluster
+from simulator.tensor_parallel import (
+    Grid,
+    MegatronConfig,
+    chunks,
+    memory_per_stage,
+    simulate_megatron,
+)
+from simulator.transformer import GPT, Recompute
+
+MICRO_BATCHES = (1, 2, 4, 8)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One configuration tried: its shape, its memory, and — if it fits — its prediction."""
+
+    t: int
+    p: int
+    d: int
+    micro_batch: int
+    interleave: int
+    memory_per_gpu_bytes: float
+    fits: bool
+    iteration_time_s: float | None = None
+    tflops_per_gpu: float | None = None
+    samples_per_s: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """For JSON and tables."""
+        return {"tp": self.t, "pp": self.p, "dp": self.d, "micro_batch": self.micro_batch,
+                "interleave": self.interleave, "memory_per_gpu_bytes": self.memory_per_gpu_bytes,
+                "fits": self.fits, "iteration_time_s": self.iteration_time_s,
+                "tflops_per_gpu": self.tflops_per_gpu, "samples_per_s": self.samples_per_s}
+
+
+def _powers_of_two(limit: int) -> Iterator[int]:
+    x = 1
+    while x <= limit:
+        yield x
+        x *= 2
+
+
+def configurations(model: GPT, gpus: int, global_batch: int, *, max_t: int = 8,
+                   micro_batches: Sequence[int] = MICRO_BATCHES,
+                   interleave: Sequence[int] = (1,), recompute: Recompute = "full",
+                   sequence_parallel: bool = False,
+                   matmul_efficiency: float = 1.0) -> Iterator[MegatronConfig]:
+    """Every valid configuration on ``gpus`` GPUs (step 1 of :func:`plan`)."""
+    for t in _powers_of_two(min(max_t, gpus)):
+        if model.heads % t or gpus % t:
+            continue
+        for p in range(1, model.layers + 1):
+            if model.layers % p or gpus % (t * p):
+                continue
+            d = gpus // (t * p)
+            for b in micro_batches:
+                if global_batch % (b * d):
+                    continue
+                for v in interleave:
+                    m = global_batch // (b * d)
+                    if v > 1 and (p == 1 or model.layers % (p * v) or m % p):
+                        continue
+                    yield MegatronConfig(model, Grid(t, p, d), global_batch, b,
+                                         recompute=recompute,
+                                         sequence_parallel=sequence_parallel, interleave=v,
+                                         matmul_efficiency=matmul_efficiency)
+
+
+def plan(model: GPT, cluster: Cluster, global_batch: int, **options: Any) -> list[Candidate]:
+    """Every configuration of :func:`configurations` on ``cluster``: the ones that fit ranked
+    by predicted throughput (fastest first), then the ones that do not fit."""
+    device = cluster.devices[0]
+    fitting, skipped = [], []
+    for config in configurations(model, cluster.world_size, global_batch, **options):
+        parts = chunks(config, device.flops_per_s * config.matmul_efficiency)
+        memory = max(m["total"] for m in memory_per_stage(config, parts))
+        g = config.grid
+        if memory > device.memory_bytes:
+            skipped.append(Candidate(g.t, g.p, g.d, config.micro_batch, config.interleave,
+                                     memory, False))
+            continue
+        r = simulate_megatron(cluster, config)
+        fitting.append(Candidate(g.t, g.p, g.d, config.micro_batch, config.interleave, memory,
+                                 True, r.iteration_time_s, r.tflops_per_gpu,
+                                 global_batch / r.iteration_time_s))
+    fitting.sort(key=lambda c: (-(c.samples_per_s or 0.0), c.t, c.p, c.micro_batch))
+    return fitting + skipped
