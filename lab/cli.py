@@ -4,6 +4,7 @@
     distml-lab calibrate [--world 2,4] [--backend gloo] [--quick] [--json]
     distml-lab simulate TWIN [--world 2,4] [--sizes 64KiB:64MiB] [--cluster local|a100|…] [--json]
     distml-lab simulate MODEL [options] [--json]    (MODEL: zero …, see lab/simulate_models.py)
+    distml-lab plan --model gpt3-175b --gpus 1024 --cluster a100 [--json]   (ch. 12)
     distml-lab run TWIN [--world 2] [--sizes …] [--repeats R] [--json]
     distml-lab compare TWIN [--world 2,4] [--sizes …] [--repeats R] [--out DIR] [--json]
     distml-lab report [--out report] [--quick]
@@ -124,6 +125,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--missing-timeout", type=float, default=0.5,
                    help="seconds to wait for a key nobody sets (default 0.5)")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    from lab.megatron import plan_arguments
+
+    plan_arguments(sub.add_parser("plan", help="rank (t, p, d, micro-batch) for a GPT on a "
+                                  "cluster, by predicted throughput"))
     return parser
 
 
@@ -305,9 +310,17 @@ def cmd_store_demo(args: argparse.Namespace) -> None:
     print(json.dumps({"ranks": seen}, indent=2) if args.json else format_report(seen))
 
 
+def cmd_plan(args: argparse.Namespace) -> None:
+    """``distml-lab plan``: 3D-parallel configurations ranked (chapter 12)."""
+    from lab.megatron import plan_table, run_plan
+
+    doc = run_plan(args)
+    print(json.dumps(doc, indent=2) if args.json else plan_table(doc, args.top))
+
+
 COMMANDS = {"list": cmd_list, "calibrate": cmd_calibrate, "simulate": cmd_simulate,
             "run": cmd_run, "compare": cmd_compare, "report": cmd_report,
-            "store-demo": cmd_store_demo}
+            "store-demo": cmd_store_demo, "plan": cmd_plan}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -80,6 +80,18 @@ MODELS["zero"] = ModelCommand("ZeRO stages: model-state memory and traffic per d
                               _zero_arguments, run_zero, zero_table)
 
 
+# ---- Megatron 3D parallelism (chapter 12): see lab/megatron.py ------------------------------
+
+def _megatron_command() -> ModelCommand:
+    from lab.megatron import megatron_arguments, megatron_table, run_megatron
+
+    return ModelCommand("Megatron-LM: a GPT on t × p × d GPUs, one iteration predicted",
+                        megatron_arguments, run_megatron, megatron_table)
+
+
+MODELS["megatron"] = _megatron_command()
+
+
 def build_parser(name: str, prog: str, parser_class: type[argparse.ArgumentParser]
                  ) -> argparse.ArgumentParser:
     """The parser of ``distml-lab simulate NAME``."""

@@ -1,0 +1,201 @@
+"""Chapter 12 on the command line: ``distml-lab simulate megatron`` and ``distml-lab plan``.
+
+    distml-lab simulate megatron --model gpt3-175b --tp 8 --pp 16 --dp 8 \\
+        --global-batch 1536 --micro-batch 1 --cluster a100 --json
+    distml-lab simulate megatron --layers 96 --hidden 12288 --heads 96 --seq 2048 \\
+        --vocab 51200 --tp 8 --pp 16 --dp 8 --global-batch 1536 --micro-batch 1 --cluster a100
+    distml-lab plan --model gpt3-175b --gpus 1024 --cluster a100 --global-batch 1536 --top 10
+
+Both print what :mod:`simulator.tensor_parallel` predicts on a preset cluster (``a100``,
+``h100``); a model is a preset name (:data:`simulator.transformer.PRESETS`) or its shape.
+Bad input is one line and exit status 2 (:class:`lab.units.UsageError`).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from lab.units import UsageError, format_size
+
+SHAPE = (("layers", "transformer layers l"), ("hidden", "hidden size h"),
+         ("heads", "attention heads a"), ("seq", "sequence length s"),
+         ("vocab", "vocabulary size V"))
+
+
+def add_model_arguments(p: argparse.ArgumentParser) -> None:
+    """``--model NAME`` or the shape ``--layers … --vocab``; ``--cluster``; the options."""
+    from simulator.transformer import PRESETS
+
+    p.add_argument("--model", help=f"a preset: {', '.join(PRESETS)} (or give the shape)")
+    for name, what in SHAPE:
+        p.add_argument(f"--{name}", type=int, help=what + " (overrides the preset's)")
+    p.add_argument("--cluster", required=True, help="a preset: a100 or h100 (DGX nodes)")
+    p.add_argument("--recompute", default="full", choices=["full", "selective", "none"],
+                   help="activation recomputation (default full, as Narayanan et al. 2021)")
+    p.add_argument("--sequence-parallel", action="store_true",
+                   help="sequence parallelism (Korthikanti et al. 2022)")
+    p.add_argument("--matmul-efficiency", type=float, default=1.0,
+                   help="achieved fraction of peak FLOP/s in matrix multiplications "
+                        "(default 1.0: the data sheet's peak)")
+
+
+def model_from(args: argparse.Namespace) -> Any:
+    """The GPT the options describe."""
+    from simulator.transformer import GPT, preset
+
+    shape = {name: getattr(args, name) for name, _ in SHAPE}
+    if args.model:
+        try:
+            base = preset(args.model)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        shape = {k: v if v is not None else getattr(base, k) for k, v in shape.items()}
+        name = base.name
+    else:
+        missing = [f"--{k}" for k, v in shape.items() if v is None]
+        if missing:
+            raise UsageError(f"give --model NAME or the model's shape; missing "
+                             f"{', '.join(missing)}")
+        name = "gpt"
+    try:
+        return GPT(name=name, **shape)
+    except ValueError as exc:
+        raise UsageError(f"invalid model: {exc}") from None
+
+
+def cluster_for(name: str, gpus: int) -> Any:
+    """A preset cluster of ``gpus`` GPUs (whole 8-GPU nodes)."""
+    from simulator.core.hardware import preset
+
+    if name not in ("a100", "h100"):
+        raise UsageError(f"invalid --cluster {name!r}: choose a100 or h100")
+    if gpus < 1:
+        raise UsageError(f"need at least 1 GPU, got {gpus}")
+    try:
+        return preset(name, gpus)
+    except ValueError as exc:
+        raise UsageError(f"invalid cluster: {exc}") from None
+
+
+def _positive(args: argparse.Namespace, *names: str) -> None:
+    for name in names:
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise UsageError(f"invalid --{name.replace('_', '-')} {value}: must be at least 1")
+
+
+# ---- simulate megatron ---------------------------------------------------------------------
+
+def megatron_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of ``distml-lab simulate megatron``."""
+    add_model_arguments(p)
+    for name, what in (("tp", "tensor-parallel size t"), ("pp", "pipeline stages p"),
+                       ("dp", "data-parallel replicas d"),
+                       ("global-batch", "sequences per iteration B"),
+                       ("micro-batch", "sequences per micro-batch b")):
+        p.add_argument(f"--{name}", type=int, required=True, help=what)
+    p.add_argument("--interleave", type=int, default=1,
+                   help="model chunks per pipeline rank v (interleaved 1F1B; default 1)")
+    p.add_argument("--overlap-grad-reduce", action="store_true",
+                   help="all-reduce gradients during the last backward")
+
+
+def run_megatron(args: argparse.Namespace) -> dict[str, Any]:
+    """``distml-lab simulate megatron``: one iteration, predicted."""
+    from simulator.tensor_parallel import Grid, MegatronConfig, simulate_megatron
+
+    _positive(args, "tp", "pp", "dp", "global_batch", "micro_batch", "interleave")
+    model = model_from(args)
+    try:
+        config = MegatronConfig(model, Grid(args.tp, args.pp, args.dp), args.global_batch,
+                                args.micro_batch, recompute=args.recompute,
+                                sequence_parallel=args.sequence_parallel,
+                                interleave=args.interleave,
+                                overlap_grad_reduce=args.overlap_grad_reduce,
+                                matmul_efficiency=args.matmul_efficiency)
+    except ValueError as exc:
+        raise UsageError(f"invalid configuration: {exc}") from None
+    cluster = cluster_for(args.cluster, config.grid.world_size)
+    doc = simulate_megatron(cluster, config).as_dict()
+    doc["gpu_memory_bytes"] = cluster.devices[0].memory_bytes
+    doc["fits"] = doc["memory_per_gpu_bytes"] <= doc["gpu_memory_bytes"]
+    return doc
+
+
+def megatron_table(doc: dict[str, Any]) -> list[tuple[str, str]]:
+    """Human-readable lines for ``simulate megatron`` without ``--json``."""
+    mem = doc["memory"]
+    return [
+        ("model", f"{doc['model']}: {doc['params'] / 1e9:.1f}B parameters"),
+        ("grid (t × p × d)", f"{doc['tp']} × {doc['pp']} × {doc['dp']} = {doc['gpus']} GPUs "
+                             f"on {doc['cluster']}"),
+        ("micro-batches per pipeline", str(doc["microbatches"])),
+        ("iteration time", f"{doc['iteration_time_s']:.3f} s"),
+        ("  pipeline (forward, backward)", f"{doc['pipeline_time_s']:.3f} s"),
+        ("  gradient all-reduce", f"{doc['data_parallel_all_reduce_s'] * 1e3:.1f} ms"),
+        ("throughput per GPU", f"{doc['tflops_per_gpu']:.1f} TFLOP/s"),
+        ("pipeline bubble", f"{doc['bubble_fraction']:.1%} (formula "
+                            f"{doc['bubble_fraction_formula']:.1%})"),
+        ("memory per GPU", f"{format_size(doc['memory_per_gpu_bytes'])}"
+                           f"{'' if doc['fits'] else '  (does NOT fit)'}"),
+        ("  parameters", format_size(mem["parameters"])),
+        ("  gradients", format_size(mem["gradients"])),
+        ("  optimizer state", format_size(mem["optimizer_state"])),
+        ("  activations", format_size(mem["activations"])),
+    ]
+
+
+# ---- plan ----------------------------------------------------------------------------------
+
+def plan_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of ``distml-lab plan``."""
+    add_model_arguments(p)
+    p.add_argument("--gpus", type=int, required=True, help="GPUs N (whole 8-GPU nodes)")
+    p.add_argument("--global-batch", type=int, help="sequences per iteration B (default N)")
+    p.add_argument("--max-tp", type=int, default=8, help="largest t tried (default 8: a node)")
+    p.add_argument("--interleave", default="1",
+                   help="chunks per pipeline rank to try, e.g. 1,2 (default 1)")
+    p.add_argument("--top", type=int, default=10, help="rows to print (default 10)")
+    p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+
+
+def run_plan(args: argparse.Namespace) -> dict[str, Any]:
+    """``distml-lab plan``: every (t, p, d, micro-batch) ranked; those that do not fit skipped."""
+    from simulator.megatron_plan import plan
+
+    _positive(args, "gpus", "global_batch", "max_tp", "top")
+    try:
+        interleave = [int(v) for v in args.interleave.split(",")]
+    except ValueError:
+        raise UsageError(f"invalid --interleave {args.interleave!r}: e.g. 1 or 1,2") from None
+    if any(v < 1 for v in interleave):
+        raise UsageError(f"invalid --interleave {args.interleave!r}: chunks must be ≥ 1")
+    model = model_from(args)
+    cluster = cluster_for(args.cluster, args.gpus)
+    batch = args.global_batch or args.gpus
+    rows = plan(model, cluster, batch, max_t=args.max_tp, interleave=interleave,
+                recompute=args.recompute, sequence_parallel=args.sequence_parallel,
+                matmul_efficiency=args.matmul_efficiency)
+    fitting = [r.as_dict() for r in rows if r.fits]
+    if not fitting:
+        raise UsageError(f"no configuration of {model.name} fits on {args.gpus} GPUs of "
+                         f"{args.cluster} with batch {batch}")
+    return {"model": model.name, "gpus": args.gpus, "cluster": cluster.name,
+            "global_batch": batch, "tried": len(rows), "fitting": len(fitting),
+            "skipped_out_of_memory": [r.as_dict() for r in rows if not r.fits],
+            "ranked": fitting}
+
+
+def plan_table(doc: dict[str, Any], top: int) -> str:
+    """The ranked configurations as a text table."""
+    lines = [f"{doc['model']} on {doc['gpus']} GPUs ({doc['cluster']}), batch "
+             f"{doc['global_batch']}: {doc['fitting']} of {doc['tried']} configurations fit",
+             f"{'rank':>4} {'t':>3} {'p':>4} {'d':>4} {'b':>3} {'v':>2} {'iter (s)':>10} "
+             f"{'TFLOP/s':>8} {'seq/s':>8} {'memory':>10}"]
+    for i, r in enumerate(doc["ranked"][:top], 1):
+        lines.append(f"{i:>4} {r['tp']:>3} {r['pp']:>4} {r['dp']:>4} {r['micro_batch']:>3} "
+                     f"{r['interleave']:>2} {r['iteration_time_s']:>10.3f} "
+                     f"{r['tflops_per_gpu']:>8.1f} {r['samples_per_s']:>8.2f} "
+                     f"{format_size(r['memory_per_gpu_bytes']):>10}")
+    return "\n".join(lines)
