@@ -153,9 +153,11 @@ SHAPED_SWEEP_S = 0.25
 slowest calibrated link in about this many seconds (2 MiB at 100 Mbit/s, 16 MiB at 1 Gbit/s)."""
 
 
-def shaped_sizes(rates_bps: Sequence[int], sizes: Sequence[int] = QUICK_SIZES) -> list[int]:
+def shaped_sizes(rates_bps: Sequence[int], sizes: Sequence[int] = DEFAULT_SIZES) -> list[int]:
     """The sizes of a shaped network's sweep: ``sizes`` up to :data:`SHAPED_SWEEP_S` of the
-    slower of ranks 0 and 1's links (at least 256 KiB, so the fit sees the bandwidth)."""
+    slower of ranks 0 and 1's links (at least 256 KiB, so the fit sees the bandwidth). Steps
+    of ×2, so that the concurrent-exchange fit (64 KiB up) has enough points for its
+    intercept, the busy latency."""
     line_Bps = min(rates_bps[0], rates_bps[1 % len(rates_bps)]) / 8
     top = max(2**18, 2 ** int(np.log2(line_Bps * SHAPED_SWEEP_S)))
     return [n for n in sizes if n <= top]

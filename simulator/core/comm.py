@@ -141,12 +141,17 @@ class SimComm:
                              f"{self.world_size}")
 
     def isend(self, dst: int, nbytes: int, tag: int = 0) -> SimWork:
-        """Start sending ``nbytes`` to group rank ``dst``; the work completes on delivery."""
+        """Start sending ``nbytes`` to group rank ``dst``; the work completes on delivery —
+        or at once on a cluster whose sends are ``buffered`` (:attr:`Cluster.buffered_sends`:
+        the bytes still travel, but the sender is free)."""
         self._check_peer(dst)
         key = self._key(self.rank, dst, tag)
         seq = self._world.sent.get(key, 0)
         self._world.sent[key] = seq + 1
-        return SimWork(self.env.process(self._deliver(dst, nbytes, (*key, seq), tag)))
+        delivery = self.env.process(self._deliver(dst, nbytes, (*key, seq), tag))
+        if self._world.cluster.buffered_sends and tag != _BARRIER_TAG:
+            return SimWork(self.env.timeout(0))
+        return SimWork(delivery)
 
     def _deliver(self, dst: int, nbytes: int, key: tuple[Any, ...], tag: int) -> SimGen:
         start = self.now

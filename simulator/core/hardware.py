@@ -69,11 +69,19 @@ ETHERNET_10G = Link(latency_s=20e-6, bandwidth_Bps=10e9 / 8)
 
 @dataclass(frozen=True)
 class Cluster:
-    """Devices (one per rank) and the topology that joins them."""
+    """Devices (one per rank) and the topology that joins them.
+
+    ``buffered_sends``: a send completes as soon as its bytes are handed to the sender's
+    network stack, not when they arrive — gloo over TCP sizes the socket's send buffer to the
+    message (up to 32 MiB), so on a real network a rank sends to one peer and at once to the
+    next while the first message is still on the wire (:meth:`shaped`). Off by default: there
+    a send completes on delivery, as MPI's rendezvous sends of large messages do.
+    """
 
     name: str
     devices: tuple[Device, ...]
     topology: Topology
+    buffered_sends: bool = False
 
     def __post_init__(self) -> None:
         if len(self.devices) != self.topology.world_size:
@@ -193,8 +201,9 @@ class Cluster:
             reduce_Bps=entry.reduce_Bps, memcpy_Bps=entry.memcpy_Bps)
         ports = port_links(entry.latency_s, entry.bandwidth_Bps, calibrated, rates, contention)
         duplex = duplex_factor(entry.bandwidth_Bps, entry.bus_bandwidth_Bps, entry.world_size)
-        return cls.homogeneous(f"shaped-{spec_text(rates)}x{world_size}", device,
-                               shaped_topology(ports, duplex))
+        return cls(f"shaped-{spec_text(rates)}x{world_size}", (device,) * world_size,
+                   shaped_topology(ports, duplex, entry.bus_latency_s or None),
+                   buffered_sends=True)
 
 
 def _ethernet(world_size: int) -> Cluster:

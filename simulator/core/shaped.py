@@ -126,7 +126,8 @@ def key_rates(key: str) -> list[int]:
     return parse_bandwidths(spec)
 
 
-def shaped_topology(ports: Sequence[Link], duplex: float = 2.0) -> Topology:
+def shaped_topology(ports: Sequence[Link], duplex: float = 2.0,
+                    busy_latency_s: float | None = None) -> Topology:
     """A switch with one port per rank, and one connection per pair of ranks.
 
     Rank ``k``'s port ``ports[k]`` is full duplex: its up direction (``k -> "up"``) carries
@@ -140,11 +141,22 @@ def shaped_topology(ports: Sequence[Link], duplex: float = 2.0) -> Topology:
     calibration's concurrent exchange (both partners send at once) over a single message
     gives ``duplex`` (1: one direction at a time, 2: both at full rate). The connection's
     bandwidth is ``duplex`` times the slower port of the pair.
+
+    Every message also crosses the host, ``"host" -> "host'"``: no bandwidth limit, but the
+    ranks are still processes sharing this machine's cores. A message that starts while
+    another is in flight anywhere pays ``busy_latency_s`` instead of the idle α (the
+    concurrent exchange's latency, as :meth:`Topology.shared_bus` does on loopback): its
+    process must first be scheduled again, and its notice of readiness must get through.
     """
     if not 1.0 <= duplex <= 2.0:
         raise ValueError(f"duplex must be between 1 and 2, got {duplex}")
     through = Link(0.0, math.inf, "none")
-    links: dict[frozenset[Node], Link] = {}
+    alpha = sum(p.latency_s for p in ports[:2]) if len(ports) > 1 else 0.0
+    extra = None if busy_latency_s is None else max(0.0, busy_latency_s - alpha)
+    links: dict[frozenset[Node], Link] = {
+        frozenset(("up", "host")): through,
+        frozenset(("host", "host'")): replace(through, busy_latency_s=extra),
+    }
     for r, link in enumerate(ports):
         links[frozenset((r, "up"))] = link
         links[frozenset(("dn", r))] = link
@@ -152,7 +164,7 @@ def shaped_topology(ports: Sequence[Link], duplex: float = 2.0) -> Topology:
         for b in range(a + 1, len(ports)):
             rate = duplex * min(ports[a].bandwidth_Bps, ports[b].bandwidth_Bps)
             inp, out = f"c{a}-{b}", f"c{a}-{b}'"
-            links[frozenset(("up", inp))] = through
+            links[frozenset(("host'", inp))] = through
             links[frozenset((inp, out))] = replace(ports[a], latency_s=0.0, bandwidth_Bps=rate)
             links[frozenset((out, "dn"))] = through
 
@@ -160,7 +172,7 @@ def shaped_topology(ports: Sequence[Link], duplex: float = 2.0) -> Topology:
         if src == dst:
             return [src]
         lo, hi = min(src, dst), max(src, dst)
-        return [src, "up", f"c{lo}-{hi}", f"c{lo}-{hi}'", "dn", dst]
+        return [src, "up", "host", "host'", f"c{lo}-{hi}", f"c{lo}-{hi}'", "dn", dst]
 
     return Topology(len(ports), links, "shaped_switch", router)
 

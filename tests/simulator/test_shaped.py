@@ -108,3 +108,36 @@ def test_shaped_cluster_reads_its_own_calibration_entry(tmp_path):
     assert Cluster.shaped(2, "100mbit", host="h", path=path).name == "shaped-100mbitx2"
     with pytest.raises(Exception, match="--network shaped --bandwidth 1gbit"):
         Cluster.shaped(2, "1gbit", host="h", path=path)
+
+
+def test_buffered_sends_let_the_root_feed_two_children_at_once():
+    # gloo over TCP: a send returns once its bytes are in the socket buffer, so the binomial
+    # root's two sends share its port (2T each), and rank 2 forwards to 3 after that: 3T
+    from lab.twins import get_twin
+
+    entry = _entry(4, "shaped:100mbit")
+    shaped = Cluster.from_calibration(entry)
+    assert shaped.buffered_sends
+    n = 4 * MiB
+    t = 100e-6 + n / 11.9e6
+    assert get_twin("broadcast.binomial").simulate(shaped, n).makespan_s == pytest.approx(
+        3 * t, rel=1e-3)
+    delivered = Cluster(shaped.name, shaped.devices, shaped.topology)  # sends wait: 2T
+    assert get_twin("broadcast.binomial").simulate(delivered, n).makespan_s == pytest.approx(
+        2 * t, rel=1e-3)
+
+
+def test_a_message_among_others_pays_the_busy_latency():
+    ports = [Link(50e-6, 1e9)] * 4  # α = 100 µs on every path
+
+    def two_pairs(comm, nbytes):
+        if comm.rank in (0, 2):
+            yield from comm.send(comm.rank + 1, nbytes)
+        else:
+            yield from comm.recv(comm.rank - 1, nbytes)
+
+    device = Cluster.from_calibration(_entry(4, "shaped:100mbit")).devices[0]
+    quiet = Cluster.homogeneous("t", device, shaped_topology(ports))
+    busy = Cluster.homogeneous("t", device, shaped_topology(ports, busy_latency_s=2e-3))
+    assert run_spmd(quiet, two_pairs, 0).makespan_s == pytest.approx(100e-6)
+    assert run_spmd(busy, two_pairs, 0).makespan_s == pytest.approx(2e-3)  # the second one
