@@ -7,10 +7,11 @@ each measured on **one thread** with no DataParallel involved (:func:`measure_pr
 * the MLP's forward and backward time on a chunk of each size the replicas will get, the
   loss (forward and backward on the whole batch) and the SGD step — a compute profile
   (:class:`~simulator.data_parallel.TableProfile`);
-* the copy rate (cloning every parameter) and the reduction rate (adding two copies of every
-  parameter into a new tensor, as ``reduce_add``'s first sum does). Both write newly
-  allocated memory, as DataParallel's copies do: on Linux its pages are mapped on first touch,
-  which makes a 16 MB copy several times slower than a copy into memory already in use.
+* the copy rate (cloning every parameter) and two reduction rates: adding two copies of
+  every parameter into a new tensor, as ``reduce_add``'s first sum does, and adding in place,
+  as it adds the others. A copy and the first sum write newly allocated memory: on Linux its
+  pages are mapped on first touch, which makes a 16 MB copy several times slower than a copy
+  into memory already in use.
 
 The machine is then modelled as it is: a "link" between replicas is a copy done by the host
 thread (:func:`~simulator.data_parallel.threads_cluster`), copies one after another, the
@@ -85,6 +86,7 @@ class Primitives:
     profile: TableProfile
     memcpy_Bps: float
     reduce_Bps: float
+    first_sum_Bps: float
     cores: int
 
 
@@ -109,11 +111,13 @@ def measure_primitives(widths: Sequence[int], batch: int, replicas: Sequence[int
         kept: list[torch.Tensor] = []
         memcpy = _median_s(lambda: kept.extend(p.clone() for p in params), repeats)
         others = [p.clone() for p in params]
-        add = _median_s(lambda: kept.extend(a + b for a, b in zip(others, params, strict=True)),
-                        repeats)
+        first = _median_s(
+            lambda: kept.extend(a + b for a, b in zip(others, params, strict=True)), repeats)
         kept.clear()
+        add = _median_s(lambda: [a.add_(b) for a, b in zip(others, params, strict=True)],
+                        repeats)
     profile = TableProfile(tuple(batches), tuple(forward), tuple(backward), tuple(loss), step)
-    return Primitives(profile, nbytes / memcpy, nbytes / add, cores())
+    return Primitives(profile, nbytes / memcpy, nbytes / add, nbytes / first, cores())
 
 
 def _backward_s(model: nn.Module, x: torch.Tensor) -> float:
@@ -152,7 +156,8 @@ def predict_step(primitives: Primitives, widths: Sequence[int], batch: int,
     """The simulated DataParallel iteration on this machine's threads."""
     cluster = threads_cluster(replicas, primitives.memcpy_Bps, primitives.reduce_Bps)
     return simulate_data_parallel(cluster, workload(widths, batch), primitives.profile,
-                                  copies="serial", backward="serial", cores=primitives.cores)
+                                  copies="serial", backward="serial", cores=primitives.cores,
+                                  first_sum_Bps=primitives.first_sum_Bps)
 
 
 def measure_step(widths: Sequence[int], batch: int, replicas: int, repeats: int = 5,
@@ -217,5 +222,5 @@ def compare(widths: Sequence[int] = DEFAULT_WIDTHS, batch: int = 256,
             "measured_p90_s": measured.p90_s,
             "rel_error": (predicted.makespan_s - measured.median_s) / measured.median_s,
             "phases": predicted.returns[0], "memcpy_Bps": prims.memcpy_Bps,
-            "reduce_Bps": prims.reduce_Bps})
+            "reduce_Bps": prims.reduce_Bps, "first_sum_Bps": prims.first_sum_Bps})
     return rows

@@ -14,11 +14,12 @@ compute process per replica. One iteration, ``k`` replicas (``k`` = chunks of th
     gather        i -> 0           c_0·s_out/R_copy + Σ_{i≥1} (α + c_i·s_out·β)
     loss          device 0         L(b)
     backward      0 -> i, then i   Σ_{i≥1} (α + c_i·s_out·β) + max_i B(c_i)   (serial: Σ_i B(c_i))
-    reduce        i -> 0, device 0 (k−1)·(α + P·β) + (k−1)·P·γ
+    reduce        i -> 0, device 0 (k−1)·(α + P·β) + P·γ₁ + (k−2)·P·γ
     step          device 0         S
 
 with ``P`` parameter bytes, ``s_in``/``s_out`` input/output bytes per sample, ``F``/``B`` the
-forward/backward time of one replica on a chunk, ``R_copy`` the first device's copy rate.
+forward/backward time of one replica on a chunk, ``R_copy`` the first device's copy rate,
+γ₁ the time per byte of ``reduce_add``'s first sum (into a new tensor; γ by default).
 :func:`data_parallel_step_cost` is this table; with contention ``none`` the simulation equals
 it. Every byte of the replicate, gather and reduce steps crosses the *first device's* link:
 that is the first-device bottleneck, ``2·(k−1)·P`` bytes per iteration, which grows with the
@@ -215,15 +216,21 @@ class _Host:
 
 def simulate_data_parallel(cluster: Cluster, workload: Workload, profile: ComputeProfile,
                            copies: Copies = "serial", backward: Backward = "parallel",
-                           cores: int | None = None) -> SimResult:
+                           cores: int | None = None,
+                           first_sum_Bps: float | None = None) -> SimResult:
     """One DataParallel iteration on ``cluster`` (one replica per device, host on device 0).
+
+    ``reduce_add`` makes its first sum into a new tensor and adds the rest in place;
+    ``first_sum_Bps`` is the rate of that first sum when it differs from device 0's
+    ``reduce_Bps`` (on CPU: new memory is mapped page by page on first touch).
 
     Returns a :class:`~simulator.core.comm.SimResult` whose ``returns[0]`` maps each of
     :data:`PHASES` to its duration, s; its trace has one row per device.
     """
     env = simpy.Environment()
     host = _Host(env, cluster, Network(env, cluster.topology), Trace(), copies)
-    process = env.process(_iteration(host, workload, profile, backward, cores))
+    process = env.process(_iteration(host, workload, profile, backward, cores,
+                                     first_sum_Bps or cluster.devices[0].reduce_Bps))
     env.run()
     if not process.triggered:
         raise RuntimeError("the DataParallel iteration never finished")
@@ -235,7 +242,7 @@ def simulate_data_parallel(cluster: Cluster, workload: Workload, profile: Comput
 
 
 def _iteration(host: _Host, w: Workload, profile: ComputeProfile, backward: Backward,
-               cores: int | None) -> Generator[simpy.Event, Any, None]:
+               cores: int | None, first_sum_Bps: float) -> Generator[simpy.Event, Any, None]:
     env, dev0 = host.env, host.cluster.devices[0]
     sizes = chunk_sizes(w.batch, host.cluster.world_size)
     k = len(sizes)
@@ -278,7 +285,8 @@ def _iteration(host: _Host, w: Workload, profile: ComputeProfile, backward: Back
     t = env.now  # reduce_add: every replica's gradients onto device 0
     for i in others:
         yield from host.copy_all([(i, 0, w.param_bytes)], "reduce")
-        yield from host.busy(0, "reduce", f"reduce_add +{i}", w.param_bytes / dev0.reduce_Bps,
+        rate = first_sum_Bps if i == 1 else dev0.reduce_Bps
+        yield from host.busy(0, "reduce", f"reduce_add +{i}", w.param_bytes / rate,
                              w.param_bytes)
     host.phase("reduce", t)
     t = env.now  # the optimizer steps on device 0's parameters only
@@ -289,12 +297,13 @@ def _iteration(host: _Host, w: Workload, profile: ComputeProfile, backward: Back
 def data_parallel_phases(p: int, workload: Workload, profile: ComputeProfile, alpha_s: float,
                          beta_s_per_B: float, gamma_s_per_B: float, memcpy_s_per_B: float,
                          copies: Copies = "serial", backward: Backward = "parallel",
-                         cores: int | None = None) -> dict[str, float]:
+                         cores: int | None = None,
+                         first_sum_s_per_B: float | None = None) -> dict[str, float]:
     """Closed form of each phase of :func:`simulate_data_parallel` (the module's table), s.
 
     Contention ``none`` on a topology where every device reaches device 0 with latency α and
     bandwidth 1/β; ``memcpy_s_per_B`` and ``gamma_s_per_B`` are device 0's copy and reduce
-    times per byte.
+    times per byte, ``first_sum_s_per_B`` that of ``reduce_add``'s first sum (default γ).
     """
     sizes = chunk_sizes(workload.batch, p)
     k = len(sizes)
@@ -317,7 +326,8 @@ def data_parallel_phases(p: int, workload: Workload, profile: ComputeProfile, al
         "gather": sizes[0] * w.output_bytes_per_sample * memcpy_s_per_B + moves(outputs),
         "loss": profile.loss_s(w.batch),
         "backward": moves(outputs) + (max(back) if backward == "parallel" else sum(back)),
-        "reduce": (k - 1) * (serial_copy(w.param_bytes) + w.param_bytes * gamma_s_per_B),
+        "reduce": (k - 1) * serial_copy(w.param_bytes) + (0.0 if k == 1 else w.param_bytes * (
+            (first_sum_s_per_B or gamma_s_per_B) + (k - 2) * gamma_s_per_B)),
         "step": profile.step_s(),
     }
 

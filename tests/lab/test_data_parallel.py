@@ -17,19 +17,23 @@ def test_primitives_cover_every_chunk_the_replicas_get():
     prims = measure_primitives(SMOKE_WIDTHS, 10, (1, 3, 4), repeats=2)
     # chunks of 10 rows: 1 replica 10; 3 replicas 4,4,2; 4 replicas 3,3,3,1
     assert prims.profile.batches == (1, 2, 3, 4, 10)
-    assert prims.memcpy_Bps > 0 and prims.reduce_Bps > 0 and prims.cores >= 1
+    assert min(prims.memcpy_Bps, prims.reduce_Bps, prims.first_sum_Bps) > 0 and prims.cores >= 1
     assert all(t > 0 for t in prims.profile.forward + prims.profile.backward)
 
 
 def test_prediction_is_the_simulated_twin_on_those_primitives():
-    prims = measure_primitives(SMOKE_WIDTHS, 8, (1, 2), repeats=2)
+    prims = measure_primitives(SMOKE_WIDTHS, 8, (1, 2, 4), repeats=2)
     one = predict_step(prims, SMOKE_WIDTHS, 8, 1).returns[0]
     two = predict_step(prims, SMOKE_WIDTHS, 8, 2).returns[0]
     assert one["replicate"] == one["reduce"] == 0.0  # one replica copies nothing
     param_bytes = workload(SMOKE_WIDTHS, 8).param_bytes
     assert two["replicate"] == pytest.approx(param_bytes / prims.memcpy_Bps)
-    assert two["reduce"] == pytest.approx(param_bytes / prims.memcpy_Bps
-                                          + param_bytes / prims.reduce_Bps)
+    assert two["reduce"] == pytest.approx(param_bytes / prims.memcpy_Bps  # one copy, one sum
+                                          + param_bytes / prims.first_sum_Bps)
+    four = predict_step(prims, SMOKE_WIDTHS, 8, 4).returns[0]
+    assert four["reduce"] == pytest.approx(  # the first sum into a new tensor, two in place
+        3 * param_bytes / prims.memcpy_Bps + param_bytes / prims.first_sum_Bps
+        + 2 * param_bytes / prims.reduce_Bps)
     assert two["backward"] == pytest.approx(  # the CPU autograd thread runs both, in turn
         2 * prims.profile.backward_s(4) + 4 * SMOKE_WIDTHS[-1] * 4 / prims.memcpy_Bps)
 

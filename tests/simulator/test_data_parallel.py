@@ -44,15 +44,19 @@ def test_a_batch_of_five_on_four_devices_uses_three():
 
 @pytest.mark.parametrize("copies", ["serial", "concurrent"])
 @pytest.mark.parametrize("backward", ["parallel", "serial"])
-@given(p=st.integers(1, 6), batch=st.integers(1, 97), cores=st.sampled_from([None, 1, 2]))
-def test_simulation_equals_closed_form_without_contention(copies, backward, p, batch, cores):
+@given(p=st.integers(1, 6), batch=st.integers(1, 97), cores=st.sampled_from([None, 1, 2]),
+       first_sum_Bps=st.sampled_from([None, 3e9]))
+def test_simulation_equals_closed_form_without_contention(copies, backward, p, batch, cores,
+                                                          first_sum_Bps):
     link = Link(3e-6, 20e9, "none")
     cluster = Cluster.homogeneous("sw", GPU, Topology.switch(p, link))
     workload = Workload.for_mlp(WIDTHS, batch)
     profile = FlopProfile.for_mlp(WIDTHS, GPU)
-    result = simulate_data_parallel(cluster, workload, profile, copies, backward, cores)
+    result = simulate_data_parallel(cluster, workload, profile, copies, backward, cores,
+                                    first_sum_Bps)
     expected = closed_form(cluster, link, workload, profile, copies=copies,
-                           backward=backward, cores=cores)
+                           backward=backward, cores=cores,
+                           first_sum_s_per_B=first_sum_Bps and 1 / first_sum_Bps)
     phases = result.returns[0]
     assert list(phases) == list(PHASES)
     for name in PHASES:
