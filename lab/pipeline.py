@@ -173,7 +173,7 @@ def measure_rank(setup_fields: dict[str, Any], repeats: int, builtin: bool) -> d
     import torch.distributed as dist
 
     from backends.measure import measure_many
-    from backends.pipeline.builtin import BUILTIN_SCHEDULES, BuiltinPipeline
+    from backends.pipeline.builtin import BuiltinPipeline, supported
     from backends.pipeline.partition import partition
     from backends.pipeline.runtime import Pipeline
     from backends.trace import Tracer
@@ -187,7 +187,8 @@ def measure_rank(setup_fields: dict[str, Any], repeats: int, builtin: bool) -> d
     first, last = 0 in pipe.modules, pipe.last in pipe.modules
     inputs, target = (x if first else None), (t if last else None)
     steps = [lambda: pipe.step(inputs, target)]
-    use_builtin = builtin and setup.schedule in BUILTIN_SCHEDULES and setup.chunks == 1
+    use_builtin = (builtin and setup.chunks == 1
+                   and supported(setup.schedule, setup.stages, setup.microbatches))
     if use_builtin:
         twin_model, _, _ = setup.build()
         rank = dist.get_rank()

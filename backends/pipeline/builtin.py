@@ -40,9 +40,10 @@ class BuiltinPipeline:
                  group: Any = None) -> None:
         from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
-        if schedule not in BUILTIN_SCHEDULES:
-            raise ValueError(f"torch.distributed.pipelining is compared for "
-                             f"{', '.join(BUILTIN_SCHEDULES)}, got {schedule!r}")
+        if not supported(schedule, stages, microbatches):
+            raise ValueError(f"torch.distributed.pipelining runs {', '.join(BUILTIN_SCHEDULES)}"
+                             f" (1F1B with at least as many micro-batches as stages), got "
+                             f"{schedule!r} with {microbatches} micro-batches on {stages} stages")
         self.stage, self.stages = stage, stages
         self.module = module
         self._stage = PipelineStage(module, stage, stages, torch.device("cpu"), group=group)
@@ -66,6 +67,12 @@ class BuiltinPipeline:
             return float(torch.stack(losses).detach().mean())
         self._schedule.step()
         return None
+
+
+def supported(schedule: str, stages: int, microbatches: int) -> bool:
+    """Whether PyTorch's built-in runs this schedule (its ``Schedule1F1B`` needs ``m ≥ p``;
+    ours does not)."""
+    return schedule in BUILTIN_SCHEDULES and (schedule == "gpipe" or microbatches >= stages)
 
 
 def stage_index(group: Any = None) -> tuple[int, int]:
