@@ -85,8 +85,10 @@ class Reducer:
 
     def __init__(self, params: list[nn.Parameter], group: dist.ProcessGroup | None,
                  bucket_cap_bytes: int, first_bucket_bytes: int,
-                 find_unused_parameters: bool = False, tracer: Tracer | None = None) -> None:
+                 find_unused_parameters: bool = False, tracer: Tracer | None = None,
+                 overlap: bool = True) -> None:
         self.params, self.group, self.tracer = params, group, tracer
+        self.overlap = overlap
         self.world_size = dist.get_world_size(group)
         self.find_unused_parameters = find_unused_parameters
         sizes = [p.numel() * p.element_size() for p in params]
@@ -141,6 +143,11 @@ class Reducer:
         if bucket.pending == 0 and self.tracer is not None and self.tracer.enabled:
             self.tracer.trace.record(self.tracer.rank, "ready", f"bucket {b} ready",
                                      bucket.first_ready_s, time.perf_counter(), bucket.nbytes)
+        if self.overlap:
+            self._launch_ready()
+
+    def _launch_ready(self) -> None:
+        """Launch, in bucket order, every bucket that is ready and not yet launched."""
         while (self.next_bucket < len(self.buckets)
                and self.buckets[self.next_bucket].pending == 0):
             self._launch(self.buckets[self.next_bucket])
@@ -159,6 +166,7 @@ class Reducer:
     def _finalize(self) -> None:
         """End of backward: wait for every bucket, copy the averages back into the gradients."""
         self.expect_hooks = False
+        self._launch_ready()  # overlap=False: everything starts only now
         if self.next_bucket < len(self.buckets):
             left = len(self.buckets) - self.next_bucket
             raise RuntimeError(
@@ -230,11 +238,14 @@ class DistributedDataParallel(nn.Module):
             reach as ready.
         broadcast_buffers: broadcast rank 0's buffers before every forward.
         tracer: records ``ready`` and ``allreduce`` spans per bucket.
+        overlap: launch a bucket's all-reduce as soon as it is ready (DDP); ``False`` waits
+            for the end of backward (a teaching switch: what overlap buys).
     """
 
     def __init__(self, module: nn.Module, process_group: dist.ProcessGroup | None = None,
                  bucket_cap_mb: float | None = None, find_unused_parameters: bool = False,
-                 broadcast_buffers: bool = True, tracer: Tracer | None = None) -> None:
+                 broadcast_buffers: bool = True, tracer: Tracer | None = None,
+                 overlap: bool = True) -> None:
         super().__init__()
         self.module = module
         self.process_group = process_group
@@ -251,7 +262,7 @@ class DistributedDataParallel(nn.Module):
                              "requires a gradient")
         cap, first = bucket_caps(bucket_cap_mb)
         self.reducer = Reducer(params, process_group, cap, first, find_unused_parameters,
-                               tracer)
+                               tracer, overlap)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         """The module's forward; arms the Reducer when gradients will be synchronised."""

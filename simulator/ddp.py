@@ -236,23 +236,55 @@ class _Job:
         self.kind, self.remaining, self.done, self.rate = kind, seconds, done, 0.0
 
 
+@dataclass(frozen=True)
+class Interference:
+    """Measured speeds of compute and communication while both run, on every rank at once.
+
+    Each is relative to the same work running without the other (every rank still doing it):
+    ``compute = 0.5`` means a backward thread goes half as fast while its rank communicates.
+    :mod:`lab.ddp` measures both on a primitive — matmuls on the main thread while a second
+    thread exchanges messages with a partner rank — because on a shared host they are more
+    than processor sharing predicts (caches, memory bandwidth, the scheduler).
+    """
+
+    compute: float = 1.0
+    comm: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not (0 < self.compute <= 1.5 and 0 < self.comm <= 1.5):
+            raise ValueError(f"interference speeds must be in (0, 1.5], got {self}")
+
+
 class CoreShare:
     """Processor sharing of one host's ``cores`` among busy threads (Kleinrock 1967).
 
-    :meth:`run` spends ``seconds`` of work that takes that long on a thread of its own. With
-    ``n`` threads busy, each progresses at ``min(1, cores / n)``. ``comm`` work is measured with
-    ``comm_threads`` communication threads busy (the calibration runs every rank at once), so
-    its speed is taken relative to ``min(1, cores / comm_threads)``, the share of a core each
-    thread had then (:attr:`calibrated_share`; rates calibrated with every rank busy are
-    turned into one free core's rates by multiplying their times by it).
+    :meth:`run` spends ``seconds`` of work that takes that long when its thread gets all the
+    CPU it asks for. A compute thread asks for a whole core; a communication thread asks for
+    ``comm_demand`` cores — a rank waiting for bytes on a socket sleeps, so while it
+    communicates its process keeps only part of a core busy (:mod:`lab.ddp` measures the share
+    during point-to-point exchanges). When the busy threads ask for ``D`` cores in all, each
+    progresses at ``min(1, cores / D)`` of its own speed.
+
+    Rates calibrated with all ``ranks`` busy at once already had their share of the cores in
+    them: :attr:`busy_share` (compute, copies, reductions: one core asked per rank) and
+    :attr:`comm_share` (communication) turn them back into one unimpeded thread's rates.
+
+    Given a measured :class:`Interference`, it replaces processor sharing between the two
+    kinds: compute threads share the cores among themselves and, while any communication runs,
+    go at ``interference.compute`` of that; communication goes at ``interference.comm`` of its
+    calibrated speed while any compute runs.
     """
 
-    def __init__(self, env: simpy.Environment, cores: float = math.inf,
-                 comm_threads: int = 1) -> None:
+    def __init__(self, env: simpy.Environment, cores: float = math.inf, ranks: int = 1,
+                 comm_demand: float = 1.0, interference: Interference | None = None) -> None:
         if not cores > 0:
             raise ValueError(f"a host needs cores > 0, got {cores}")
-        self.env, self.cores = env, cores
-        self.calibrated_share = min(1.0, cores / max(comm_threads, 1))
+        if not comm_demand > 0:
+            raise ValueError(f"a communication thread asks for > 0 cores, got {comm_demand}")
+        self.env, self.cores, self.comm_demand = env, cores, comm_demand
+        self.interference = interference
+        self.busy_share = min(1.0, cores / max(ranks, 1))
+        self.comm_share = min(1.0, cores / (max(ranks, 1) * comm_demand))
         self._jobs: list[_Job] = []
         self._last = 0.0
         self._version = 0
@@ -261,7 +293,7 @@ class CoreShare:
         """Do ``seconds`` of ``kind`` (``compute`` or ``comm``) work (a process body)."""
         if seconds <= 0:
             return
-        if math.isinf(self.cores):  # nothing to share: the plain delay, no bookkeeping
+        if math.isinf(self.cores) and self.interference is None:  # nothing shared: a delay
             yield self.env.timeout(seconds)
             return
         job = _Job(kind, seconds, self.env.event())
@@ -277,9 +309,19 @@ class CoreShare:
         self._last = self.env.now
 
     def _reschedule(self) -> None:
-        share = min(1.0, self.cores / max(len(self._jobs), 1))
-        for job in self._jobs:
-            job.rate = share if job.kind == "compute" else min(1.0, share / self.calibrated_share)
+        if self.interference is not None:
+            computing = sum(j.kind == "compute" for j in self._jobs)
+            both = 0 < computing < len(self._jobs)
+            compute = min(1.0, self.cores / max(computing, 1))
+            compute *= self.interference.compute if both else 1.0
+            comm = self.interference.comm if both else 1.0
+            for job in self._jobs:
+                job.rate = compute if job.kind == "compute" else comm
+        else:
+            demand = sum(1.0 if j.kind == "compute" else self.comm_demand for j in self._jobs)
+            share = min(1.0, self.cores / max(demand, 1e-300))
+            for job in self._jobs:
+                job.rate = share if job.kind == "compute" else min(1.0, share / self.comm_share)
         self._version += 1
         if self._jobs:
             dt = min(max(j.remaining, 0.0) / j.rate for j in self._jobs)
@@ -331,8 +373,7 @@ def ddp_step(comm: SimComm, workload: Workload, buckets: list[list[int]],
     """
     env, host, dev = comm.env, shared.host, comm.device
     # calibrated copy/reduction rates had every rank busy: as work on one free core
-    memcpy_s, reduce_s = (host.calibrated_share / dev.memcpy_Bps,
-                          host.calibrated_share / dev.reduce_Bps)
+    memcpy_s, reduce_s = host.busy_share / dev.memcpy_Bps, host.busy_share / dev.reduce_Bps
     sizes = workload.param_sizes
     owner = {i: b for b, members in enumerate(buckets) for i in members}
     missing = [len(members) for members in buckets]
@@ -408,7 +449,8 @@ class DDPPrediction:
 def predict_step(cluster: Cluster, workload: Workload,
                  bucket_cap_bytes: int = DEFAULT_BUCKET_CAP_BYTES,
                  first_bucket_bytes: int | None = None, overlap: bool = True,
-                 cores: float = math.inf,
+                 cores: float = math.inf, comm_demand: float = 1.0,
+                 interference: Interference | None = None,
                  all_reduce: Callable[[Cluster, int], float] = all_reduce_time) -> DDPPrediction:
     """Simulate one DDP step of ``workload`` on ``cluster``.
 
@@ -420,6 +462,9 @@ def predict_step(cluster: Cluster, workload: Workload,
             what PyTorch does when ``bucket_cap_mb`` is given).
         overlap: all-reduce while backward runs (DDP) or only after it.
         cores: CPU cores the ranks share (``inf``: one device each, no sharing).
+        comm_demand: cores a rank's communication keeps busy (see :class:`CoreShare`).
+        interference: measured speeds of compute and communication while both run (replaces
+            processor sharing between them).
         all_reduce: the time of one all-reduce alone, ``(cluster, nbytes) -> s``.
     """
     buckets = assign_buckets(workload.param_sizes, bucket_cap_bytes,
@@ -432,7 +477,8 @@ def predict_step(cluster: Cluster, workload: Workload,
 
     def program(comm: SimComm) -> SimGen:
         if not holder:
-            holder.append(_Shared(CoreShare(comm.env, cores, p), {}, {}, p))
+            host = CoreShare(comm.env, cores, p, comm_demand, interference)
+            holder.append(_Shared(host, {}, {}, p))
         yield from ddp_step(comm, workload, buckets, times, holder[0], overlap)
 
     result = run_spmd(cluster, program)
