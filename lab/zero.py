@@ -5,7 +5,7 @@
   summed per unit, and the optimizer's step over the unit's parameters (primitives only);
 * :func:`predict_step` — :func:`simulator.zero.simulate_zero_step` on this machine's calibrated
   twin (``Cluster.local``), the ranks sharing its cores;
-* :func:`measure_step` — the real :class:`~backends.zero.Zero` training steps on ``world``
+* :func:`measure_stages` — the real :class:`~backends.zero.Zero` training steps on ``world``
   processes, median step time and the model-state bytes each rank holds;
 * :func:`compare_stages` — both, for each stage, with the memory the simulator predicts.
 
@@ -108,26 +108,30 @@ def predict_step(world: int, stage: int, units: list[UnitCost],
     return simulate_zero_step(cluster, units, stage, cores=entry.cores).makespan_s
 
 
-def _time_steps(stage: int, widths: tuple[int, ...], batch: int, repeats: int
-                ) -> dict[str, Any]:
-    """Rank program: train ``repeats`` timed steps (after 2 warm-ups); step times and the
-    model-state bytes this rank holds."""
-    zero = Zero(mlp(widths), torch.optim.Adam, stage=stage, lr=1e-3)
+def _time_stages(stages: tuple[int, ...], widths: tuple[int, ...], batch: int, repeats: int
+                 ) -> dict[int, dict[str, Any]]:
+    """Rank program: for each stage, train ``repeats`` timed steps (after 2 warm-ups); the step
+    times (the slowest rank's, each step) and the model-state bytes this rank holds."""
     rank = dist.get_rank()
     g = torch.Generator().manual_seed(rank)
     x, y = torch.randn(batch, widths[0], generator=g), torch.randn(batch, widths[-1], generator=g)
-    samples = []
-    for k in range(2 + repeats):
-        dist.barrier()
-        start = time.perf_counter()
-        zero.zero_grad()
-        ((zero(x) - y) ** 2).mean().backward()
-        zero.step()
-        elapsed = torch.tensor([time.perf_counter() - start], dtype=torch.float64)
-        dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)  # the step ends when the slowest does
-        if k >= 2:
-            samples.append(float(elapsed))
-    return {"samples_s": samples, "model_states": zero.model_states()}
+    out = {}
+    for stage in stages:
+        zero = Zero(mlp(widths), torch.optim.Adam, stage=stage, lr=1e-3)
+        samples = []
+        for k in range(2 + repeats):
+            dist.barrier()
+            start = time.perf_counter()
+            zero.zero_grad()
+            ((zero(x) - y) ** 2).mean().backward()
+            zero.step()
+            elapsed = torch.tensor([time.perf_counter() - start], dtype=torch.float64)
+            dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)  # the step ends with the slowest
+            if k >= 2:
+                samples.append(float(elapsed))
+        out[stage] = {"samples_s": samples, "model_states": zero.model_states()}
+        del zero
+    return out
 
 
 @dataclass(frozen=True)
@@ -150,17 +154,21 @@ class StagePoint:
         return (self.predicted_s - self.measured_median_s) / self.measured_median_s
 
 
-def measure_step(world: int, stage: int, widths: tuple[int, ...], batch: int,
-                 repeats: int = 10) -> dict[str, Any]:
-    """Median/p10/p90 of the real step on ``world`` processes, and rank 0's model states."""
-    got = spawn(_time_steps, world, stage, widths, batch, repeats, timeout=60)[0]
-    samples = sorted(got["samples_s"])
+def measure_stages(world: int, stages: tuple[int, ...], widths: tuple[int, ...], batch: int,
+                   repeats: int = 10) -> dict[int, dict[str, Any]]:
+    """Each stage's real step on ``world`` processes (one launch for all): median/p10/p90
+    seconds and rank 0's model-state bytes."""
+    got = spawn(_time_stages, world, tuple(stages), widths, batch, repeats, timeout=60)[0]
+    out = {}
+    for stage, res in got.items():
+        samples = sorted(res["samples_s"])
 
-    def pct(q: float) -> float:
-        return float(samples[min(len(samples) - 1, int(q * len(samples)))])
+        def pct(q: float, samples: list[float] = samples) -> float:
+            return float(samples[min(len(samples) - 1, int(q * len(samples)))])
 
-    return {"median_s": statistics.median(samples), "p10_s": pct(0.1), "p90_s": pct(0.9),
-            "model_states": got["model_states"]}
+        out[stage] = {"median_s": statistics.median(samples), "p10_s": pct(0.1),
+                      "p90_s": pct(0.9), "model_states": res["model_states"]}
+    return out
 
 
 def compare_stages(world: int, widths: tuple[int, ...], batch: int, repeats: int = 10,
@@ -169,12 +177,10 @@ def compare_stages(world: int, widths: tuple[int, ...], batch: int, repeats: int
     """Predict (from a one-process profile and the calibration) and measure each stage."""
     units = profile_units(mlp(widths), batch)
     params = parameter_count(widths)
-    points = []
-    for stage in stages:
-        measured = measure_step(world, stage, widths, batch, repeats)
-        points.append(StagePoint(
-            world, stage, params, predict_step(world, stage, units, calibration),
-            measured["median_s"], measured["p10_s"], measured["p90_s"],
-            model_state_bytes(params, stage, world, "fp32", "adam").as_dict(),
-            measured["model_states"]))
-    return points
+    measured = measure_stages(world, stages, widths, batch, repeats)
+    return [StagePoint(world, stage, params, predict_step(world, stage, units, calibration),
+                       measured[stage]["median_s"], measured[stage]["p10_s"],
+                       measured[stage]["p90_s"],
+                       model_state_bytes(params, stage, world, "fp32", "adam").as_dict(),
+                       measured[stage]["model_states"])
+            for stage in stages]
