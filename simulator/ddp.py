@@ -18,12 +18,12 @@ backward). One training step on every rank::
   ``k(p−1)`` segments to the left neighbour, two in flight at a time, reducing one segment
   while the next is on the wire. Bytes per rank ``2·n·(p−1)/p``, messages ``2·k(p−1)``.
 * :class:`CoreShare` — on a host whose ranks are processes sharing ``cores`` CPU cores, the
-  backward threads and the communication threads compete for them: every busy thread gets
-  ``min(1, cores / busy threads)`` of a core (processor sharing). A GPU cluster has
-  ``cores = inf`` and no such contention. Communication times come from the network model with
-  all ``p`` ranks communicating (as calibrated), so a communication thread runs at its
-  calibrated speed when only communication threads are busy and slower when backward
-  threads compete with it.
+  backward threads and the communication threads compete for them. By default processor
+  sharing (every busy thread gets ``min(1, cores / demand)`` of what it asks for); given a
+  measured :class:`Interference` (compute and communication speeds while both run, from a
+  primitive in :mod:`lab.ddp`), those speeds instead. A GPU cluster has ``cores = inf`` and no
+  such contention. Communication times come from the network model with all ``p`` ranks
+  communicating, as calibrated.
 * :func:`ddp_step` — the rank program of one step; :func:`predict_step` runs it and reports the
   step time, the end of backward and the *exposed* communication (what the all-reduces add
   after backward has finished).

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from simulator.core import Cluster, Device, Link, Topology, run_spmd
 from simulator.ddp import (
     CoreShare,
+    Interference,
     Workload,
     assign_buckets,
     bucket_caps,
@@ -123,3 +124,20 @@ def test_empty_workload_is_rejected():
     with pytest.raises(ValueError):
         mlp_workload([8], 4, 1e9)
     assert Workload(()).param_bytes == 0
+
+
+def test_measured_interference_slows_overlapped_work_only():
+    work = mlp_workload([512] * 6, 32, 20e9)
+    net = cluster(2)
+    plain = predict_step(net, work, MiB, cores=2)
+    neutral = predict_step(net, work, MiB, cores=2, interference=Interference(1.0, 1.0))
+    slow = predict_step(net, work, MiB, cores=2, interference=Interference(0.5, 0.5))
+    serial = predict_step(net, work, MiB, cores=2, overlap=False,
+                          interference=Interference(0.5, 0.5))
+    assert neutral.step_s <= plain.step_s + 1e-12  # no interference: overlap is free
+    assert neutral.step_s < slow.step_s
+    # nothing overlaps when the all-reduces wait for backward: interference cannot matter
+    assert serial.step_s == pytest.approx(
+        predict_step(net, work, MiB, cores=2, overlap=False).step_s)
+    with pytest.raises(ValueError):
+        Interference(0.0, 1.0)
