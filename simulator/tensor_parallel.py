@@ -42,9 +42,11 @@ stages share a node, where the full simulation lets a stage's activation sends s
 NVLink port with its tensor all-reduces and the fast path does not. The overlapped gradient
 all-reduce exists only on the fast path (buckets serialised, see :func:`_overlapped`).
 
-Compute takes ``FLOPs / (peak · matmul_efficiency)``: only matrix multiplications are
-counted (Narayanan et al.'s FLOP count), so at ``matmul_efficiency = 1`` the prediction is a
-bound that elementwise kernels and kernel efficiency below peak lower
+Compute takes ``FLOPs / (peak · matmul_efficiency)`` for the matrix multiplications
+(Narayanan et al.'s FLOP count) plus ``bytes / HBM bandwidth`` for the elementwise kernels
+(layer norm, softmax, dropout, GeLU, residual: :func:`~simulator.transformer.
+attention_elementwise_bytes`), both from the device's data sheet. At
+``matmul_efficiency = 1`` the prediction is a bound that GEMM kernels below peak lower
 (``benchmarks/megatron_validation.py`` says how much).
 """
 
@@ -77,12 +79,14 @@ from simulator.transformer import (
     Recompute,
     activation_bytes_per_layer,
     attention_core_flops,
+    attention_elementwise_bytes,
     attention_forward_flops,
     embedding_activation_bytes,
     full_activation_bytes_per_layer,
     iteration_flops,
     layer_parameters,
     logit_forward_flops,
+    mlp_elementwise_bytes,
     mlp_forward_flops,
     output_activation_bytes,
     parameters,
@@ -248,16 +252,24 @@ class Chunk:
     parameters: int
 
 
-def _layer_ops(config: MegatronConfig, flops_per_s: float) -> tuple[list[Op], list[Op]]:
-    """A transformer layer's forward and backward ops on one tensor-parallel rank."""
-    model, b, t = config.model, config.micro_batch, config.grid.t
+def _layer_ops(config: MegatronConfig, flops_per_s: float,
+               mem_bandwidth_Bps: float) -> tuple[list[Op], list[Op]]:
+    """A transformer layer's forward and backward ops on one tensor-parallel rank.
+
+    A block's compute is its matrix multiplications at ``flops_per_s`` plus its elementwise
+    kernels' HBM bytes at ``mem_bandwidth_Bps``; backward costs twice the forward (twice the
+    FLOPs; for the elementwise kernels, reading the saved tensors and the gradients and
+    writing gradients — our assumption).
+    """
+    model, b, t, sp = config.model, config.micro_batch, config.grid.t, config.sequence_parallel
     n = FP16 * b * model.seq * model.hidden  # bytes of one b×s×h activation
 
-    def sec(flops: float) -> Op:
-        return ("compute", flops / t / flops_per_s)
+    def sec(flops: float, nbytes: float = 0.0) -> Op:
+        return ("compute", flops / t / flops_per_s + nbytes / mem_bandwidth_Bps)
 
-    attention = sec(attention_forward_flops(model, b))
-    mlp = sec(mlp_forward_flops(model, b))
+    attention = sec(attention_forward_flops(model, b),
+                    attention_elementwise_bytes(model, b, t, sp))
+    mlp = sec(mlp_forward_flops(model, b), mlp_elementwise_bytes(model, b, t, sp))
     if t == 1:
         forward = [attention, mlp]
         backward_mlp = [("compute", 2 * mlp[1])]
@@ -275,13 +287,15 @@ def _layer_ops(config: MegatronConfig, flops_per_s: float) -> tuple[list[Op], li
     if config.recompute == "full":
         again = list(forward)
     elif config.recompute == "selective":
-        again = [sec(attention_core_flops(model, b))]
+        softmax = 9 * model.heads * model.seq ** 2 * b / t  # softmax and its dropout again
+        again = [sec(attention_core_flops(model, b), softmax)]
     else:
         again = []
     return forward, again + backward_mlp + backward_attention
 
 
-def chunks(config: MegatronConfig, flops_per_s: float) -> list[Chunk]:
+def chunks(config: MegatronConfig, flops_per_s: float,
+           mem_bandwidth_Bps: float = math.inf) -> list[Chunk]:
     """The ``p·v`` virtual stages, in pipeline order, as one tensor-parallel rank runs them.
 
     The first chunk also holds the word and position embeddings (vocabulary-parallel: an
@@ -289,12 +303,13 @@ def chunks(config: MegatronConfig, flops_per_s: float) -> list[Chunk]:
     the final layer norm and the output layer (the logits ``2bshV/t`` FLOPs, the gradient of
     its input all-reduced in the backward). A chunk after the first all-gathers its input
     when ``scatter_gather`` sends ``1/t`` of it (not needed with sequence parallelism).
+    ``mem_bandwidth_Bps`` prices the elementwise kernels (``math.inf``: free).
     """
     model, g, b = config.model, config.grid, config.micro_batch
     t, k = g.t, config.chunks
     per_chunk = model.layers // k
     n = FP16 * b * model.seq * model.hidden
-    layer_fwd, layer_bwd = _layer_ops(config, flops_per_s)
+    layer_fwd, layer_bwd = _layer_ops(config, flops_per_s, mem_bandwidth_Bps)
     stash = activation_bytes_per_layer(model, b, t, config.sequence_parallel, config.recompute)
     transient = 0.0 if config.recompute == "none" else (
         full_activation_bytes_per_layer(model, b, t, config.sequence_parallel) - stash)
@@ -563,7 +578,7 @@ def simulate_megatron(cluster: Cluster, config: MegatronConfig,
     g, m = config.grid, config.microbatches
     device = cluster.devices[0]
     flops_per_s = device.flops_per_s * config.matmul_efficiency
-    parts = chunks(config, flops_per_s)
+    parts = chunks(config, flops_per_s, device.mem_bandwidth_Bps)
     op_s = _tensor_op_s(cluster, config)
 
     def seconds(ops: Sequence[Op]) -> float:
@@ -683,7 +698,8 @@ def simulate_megatron_full(cluster: Cluster, config: MegatronConfig,
     if config.overlap_grad_reduce:
         raise ValueError("the full simulation does not overlap the gradient all-reduce")
     device = cluster.devices[0]
-    parts = chunks(config, device.flops_per_s * config.matmul_efficiency)
+    parts = chunks(config, device.flops_per_s * config.matmul_efficiency,
+                   device.mem_bandwidth_Bps)
     g = config.grid
     update = [update_seconds(sum(parts[c * g.p + r].parameters
                                  for c in range(config.interleave)), device.mem_bandwidth_Bps)

@@ -26,6 +26,10 @@ predicts follows from these five numbers and the micro-batch size ``b``:
   full recomputation                                     ``2·s·b·h`` (the layer's input)
   =====================================================  ================================
 
+* **Memory-bound work**: layer norms, softmax, dropout, GeLU and residual additions do few
+  FLOPs but move the activations through HBM; :func:`attention_elementwise_bytes` and
+  :func:`mlp_elementwise_bytes` count those bytes (our count, kernel by kernel, over the
+  tensors of Korthikanti et al.'s activation table).
 * **Communication** per micro-batch: tensor parallelism all-reduces ``b·s·h`` elements twice
   in the forward and twice in the backward of each layer, so a ring sends
   ``8·b·s·h·(t−1)/t`` elements per rank and layer (Narayanan et al. §3.3); the pipeline sends
@@ -202,6 +206,33 @@ def training_days(tokens: float, params: float, gpus: int, flops_per_gpu: float)
     """End-to-end training time, days: ``8·T·P/(n·X)`` (Narayanan et al. §5.1; ``T`` tokens,
     ``P`` parameters, ``n`` GPUs at ``X`` FLOP/s each, with recomputation)."""
     return 8 * tokens * params / (gpus * flops_per_gpu) / 86400
+
+
+# ---- memory-bound work -------------------------------------------------------------------
+
+def attention_elementwise_bytes(model: GPT, b: int, t: int = 1,
+                                sequence_parallel: bool = False) -> float:
+    """HBM bytes the attention block's elementwise kernels move in the forward, per
+    tensor-parallel rank (fp16, 1-byte masks; each kernel reads its inputs and writes its
+    outputs once): layer norm ``4sbh``; the fused scale-mask-softmax ``4as²b/t`` and its
+    dropout ``5as²b/t`` (read, write, mask); the fused bias-dropout-residual ``7sbh``. The
+    ``sbh`` terms are split ``t`` ways with sequence parallelism. The same tensors as
+    Korthikanti et al.'s activation count (§4.1), each touched by one kernel."""
+    _check(b, t)
+    s, h, a = model.seq, model.hidden, model.heads
+    sbh = s * b * h / (t if sequence_parallel else 1)
+    return 11 * sbh + 9 * a * s * s * b / t
+
+
+def mlp_elementwise_bytes(model: GPT, b: int, t: int = 1,
+                          sequence_parallel: bool = False) -> float:
+    """HBM bytes of the MLP block's elementwise kernels in the forward, per tensor-parallel
+    rank: layer norm ``4sbh``, the fused bias-GeLU on the ``4h``-wide slice ``16sbh/t``, the
+    bias-dropout-residual ``7sbh`` (see :func:`attention_elementwise_bytes`)."""
+    _check(b, t)
+    s, h = model.seq, model.hidden
+    sbh = s * b * h
+    return 11 * sbh / (t if sequence_parallel else 1) + 16 * sbh / t
 
 
 # ---- activation memory -------------------------------------------------------------------

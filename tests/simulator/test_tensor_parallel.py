@@ -78,14 +78,17 @@ def test_tensor_parallel_bytes_on_the_wire_are_8bsh_t_minus_1_over_t_per_layer()
 def test_without_pipeline_or_data_parallelism_the_iteration_is_m_times_the_layers():
     config = MegatronConfig(SMALL, Grid(1, 1, 1), 4, 1, recompute="none")
     cluster = Cluster.dgx(1)
-    flops = cluster.devices[0].flops_per_s
-    (chunk,) = chunks(config, flops)
+    flops, hbm = cluster.devices[0].flops_per_s, cluster.devices[0].mem_bandwidth_Bps
+    (chunk,) = chunks(config, flops, hbm)
     work = sum(v for _, v in chunk.forward) + sum(v for _, v in chunk.backward)
-    update = update_seconds(parameters(SMALL), cluster.devices[0].mem_bandwidth_Bps)
+    update = update_seconds(parameters(SMALL), hbm)
     got = simulate_megatron(cluster, config)
     assert got.iteration_time_s == pytest.approx(4 * work + update)
-    # only matrix multiplications: the whole model's FLOPs at the device's peak
+    # without the elementwise kernels: the model's FLOPs at the device's peak
+    (matmuls,) = chunks(config, flops)
+    work = sum(v for _, v in matmuls.forward) + sum(v for _, v in matmuls.backward)
     assert 4 * work * flops == pytest.approx(got.model_flops)
+    assert got.iteration_time_s > 4 * work + update
 
 
 def test_bubble_matches_the_schedule_formula_when_communication_is_free():
