@@ -32,56 +32,19 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from simulator.core.hardware import preset
-from simulator.tensor_parallel import Grid, MegatronConfig, MegatronResult, simulate_megatron
+from lab.megatron import NARAYANAN_TABLE_1, best_micro_batch, efficiency_from_row_1
 from simulator.transformer import parameters
 from simulator.transformer import preset as model_preset
 
-# (model preset, t, p, GPUs, global batch, published TFLOP/s per GPU, published % of peak)
-TABLE_1 = [
-    ("gpt-1.7b", 1, 1, 32, 512, 137, 44),
-    ("gpt-3.6b", 2, 1, 64, 512, 138, 44),
-    ("gpt-7.5b", 4, 1, 128, 512, 142, 46),
-    ("gpt-18b", 8, 1, 256, 1024, 135, 43),
-    ("gpt-39b", 8, 2, 512, 1536, 138, 44),
-    ("gpt-76b", 8, 4, 1024, 1792, 140, 45),
-    ("gpt-145b", 8, 8, 1536, 2304, 148, 47),
-    ("gpt-310b", 8, 16, 1920, 2160, 155, 50),
-    ("gpt-530b", 8, 35, 2520, 2520, 163, 52),
-    ("gpt-1t", 8, 64, 3072, 3072, 163, 52),
-]
-
-
-def best(name: str, t: int, p: int, gpus: int, batch: int, efficiency: float
-         ) -> MegatronResult:
-    """The row's configuration at the micro-batch the simulator predicts fastest."""
-    model, d = model_preset(name), gpus // (t * p)
-    cluster = preset("a100", gpus)
-    results = [simulate_megatron(cluster, MegatronConfig(model, Grid(t, p, d), batch, b,
-                                                         matmul_efficiency=efficiency))
-               for b in (1, 2, 4, 8) if batch % (b * d) == 0]
-    return min(results, key=lambda r: r.iteration_time_s)
-
-
-def calibrate_on_row_1(tol: float = 1e-4) -> float:
-    """The GEMM efficiency at which row 1 is predicted at its published TFLOP/s (bisection:
-    predicted TFLOP/s grows with the efficiency)."""
-    name, t, p, gpus, batch, published, _ = TABLE_1[0]
-    lo, hi = 0.05, 1.0
-    while hi - lo > tol:
-        mid = (lo + hi) / 2
-        if best(name, t, p, gpus, batch, mid).tflops_per_gpu < published:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
+TABLE_1 = NARAYANAN_TABLE_1
+best = best_micro_batch
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="benchmarks/results")
     args = parser.parse_args()
-    efficiency = calibrate_on_row_1()
+    efficiency = efficiency_from_row_1(1e-4)
     rows: list[dict[str, Any]] = []
     for i, (name, t, p, gpus, batch, published, percent) in enumerate(TABLE_1):
         peak = best(name, t, p, gpus, batch, 1.0)
