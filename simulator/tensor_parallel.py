@@ -418,6 +418,8 @@ class MegatronResult:
         memory: per stage, bytes per GPU by part.
         flops: hardware FLOPs of the iteration (with the recomputation done).
         model_flops: FLOPs of the iteration without recomputation.
+        extra: with ``trace``, ``{"pipeline": PipelineResult}`` of the simulated pipeline
+            (its timeline); not part of :meth:`as_dict`.
     """
 
     config: MegatronConfig
@@ -477,7 +479,6 @@ class MegatronResult:
             "memory_per_gpu_bytes": self.memory_per_gpu_bytes,
             "memory": {k: v for k, v in self.memory[worst].items() if k != "total"},
             "memory_stage": worst,
-            **self.extra,
         }
 
 

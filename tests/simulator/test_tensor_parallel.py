@@ -201,3 +201,12 @@ def test_configurations_are_all_valid_and_complete():
     shapes = {(c.grid.t, c.grid.p, c.micro_batch) for c in got}
     assert (2, 2, 1) in shapes and (8, 1, 2) in shapes and (1, 8, 2) in shapes
     assert (16, 1, 1) not in shapes  # t ≤ 8: inside a node
+
+
+def test_a_traced_run_keeps_the_pipeline_timeline_out_of_its_document():
+    import json
+
+    cluster = Cluster.dgx(8, gpus_per_node=2)
+    result = simulate_megatron(cluster, MegatronConfig(SMALL, Grid(2, 4, 1), 8, 1), trace=True)
+    assert len(result.extra["pipeline"].trace) > 0
+    json.dumps(result.as_dict())

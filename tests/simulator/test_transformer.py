@@ -8,10 +8,12 @@ from simulator.transformer import (
     GPT,
     PRESETS,
     activation_bytes_per_layer,
+    attention_elementwise_bytes,
     iteration_flops,
     iteration_flops_formula,
     layer_backward_flops,
     layer_forward_flops,
+    mlp_elementwise_bytes,
     parameters,
     parameters_formula,
     pipeline_elements,
@@ -125,3 +127,14 @@ def test_unknown_preset_and_recompute_mode_raise():
         preset("gpt-5")
     with pytest.raises(ValueError, match="recompute"):
         activation_bytes_per_layer(preset("gpt-1.7b"), 1, 1, recompute="half")  # type: ignore
+
+
+@given(shapes, st.integers(1, 8), st.sampled_from([1, 2, 4, 8]))
+def test_elementwise_bytes_split_with_sequence_parallelism(model, b, t):
+    sbh = model.seq * b * model.hidden
+    attention = attention_elementwise_bytes(model, b, t)
+    assert attention == pytest.approx(11 * sbh + 9 * model.heads * model.seq ** 2 * b / t)
+    assert mlp_elementwise_bytes(model, b, t) == pytest.approx(11 * sbh + 16 * sbh / t)
+    # sequence parallelism divides the replicated layer-norm and dropout traffic by t
+    assert attention - attention_elementwise_bytes(model, b, t, True) == pytest.approx(
+        11 * sbh * (1 - 1 / t))
