@@ -24,7 +24,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from lab.calibrate import QUICK_SIZES, calibrate
+from lab.calibrate import calibrate
 from lab.compare import write_csv, write_json
 from lab.ddp import DEFAULT_BATCH, DEFAULT_WIDTHS, caps_mb, interference, profile_layers, sweep
 
@@ -40,8 +40,12 @@ def main() -> None:
     rows, summary = [], []
     with tempfile.TemporaryDirectory() as tmp:
         cal = Path(tmp) / "calibration.json"
-        entries = {w: calibrate(w, path=cal, sizes=QUICK_SIZES, repeats=20)
-                   for w in args.worlds}
+        entries = {w: calibrate(w, path=cal) for w in args.worlds}
+        for w, e in entries.items():
+            print(f"calibration p={w}: α {e.latency_s * 1e6:.0f} µs, B {e.bandwidth_Bps / 1e9:.2f}"
+                  f" GB/s, bus {e.bus_bandwidth_Bps / 1e9:.2f} GB/s (busy α "
+                  f"{e.bus_latency_s * 1e6:.0f} µs), reduce {e.reduce_Bps / 1e9:.1f} GB/s, copy "
+                  f"{e.memcpy_Bps / 1e9:.1f} GB/s, {e.cores} cores", flush=True)
         workload = profile_layers(widths, args.batch)
         contention = {w: interference(w) for w in args.worlds}
         caps = caps_mb(workload)
@@ -80,6 +84,7 @@ def main() -> None:
                   f"{line['median_ratio']:.3f}, max {line['max_ratio']:.3f}", flush=True)
     write_csv(rows, args.out / "ddp_accuracy.csv")
     write_json({"widths": widths, "batch": args.batch, "records": rows, "summary": summary,
+                "calibration": {w: dataclasses.asdict(e) for w, e in entries.items()},
                 "interference": {w: dataclasses.asdict(c) for w, c in contention.items()},
                 "profile": [dataclasses.asdict(layer) for layer in workload.layers]},
                args.out / "ddp_accuracy.json")

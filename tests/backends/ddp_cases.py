@@ -21,7 +21,8 @@ from backends.ddp_join import Join
 from backends.trace import Tracer
 
 WORLD = 4
-FEATURES = ("plain", "default_caps", "frozen", "tied", "unused", "no_sync", "join", "traced")
+FEATURES = ("plain", "default_caps", "frozen", "tied", "unused", "no_sync", "join", "traced",
+            "buffers")
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,8 @@ class Net(nn.Module):
         if feature == "unused":
             self.sometimes = nn.Linear(8, 8)  # used on even ranks only
             self.never = nn.Linear(8, 8)  # used on no rank
+        if feature == "buffers":
+            self.bn = nn.BatchNorm1d(8)  # running statistics: buffers, broadcast every forward
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.fc3(torch.relu(self.fc2(torch.relu(self.fc1(x)))))
@@ -61,6 +64,8 @@ class Net(nn.Module):
             y = self.fc5(torch.tanh(self.fc4(y)))
         if self.feature == "unused" and dist.get_rank() % 2 == 0:
             y = y + self.sometimes(y)
+        if self.feature == "buffers":
+            y = self.bn(y)
         return y
 
 
@@ -116,9 +121,10 @@ def check(case: Case, group: dist.ProcessGroup | None, team_rank: int) -> None:
     join = case.feature == "join"
     train(ours, case, data, Join if join else None)
     train(theirs, case, data, TorchJoin if join else None)
-    for (name, a), b in zip(ours.module.named_parameters(), theirs.module.parameters(),
-                            strict=True):
-        if not torch.allclose(a, b, rtol=1e-5, atol=1e-6):
+    ours_state, theirs_state = ours.module.state_dict(), theirs.module.state_dict()
+    for name, a in ours_state.items():  # parameters and buffers
+        b = theirs_state[name]
+        if not torch.allclose(a.double(), b.double(), rtol=1e-5, atol=1e-6):
             worst = float((a - b).abs().max())
             raise AssertionError(f"parameter {name} differs from PyTorch DDP's by {worst:.3g}")
     if tracer is not None:

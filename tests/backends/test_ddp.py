@@ -3,7 +3,8 @@
 One launch of 4 ranks runs every case (:mod:`tests.backends.ddp_cases`): plain MLPs with many
 small buckets and with the default caps, frozen parameters, tied weights, parameters unused on
 some ranks or on all (``find_unused_parameters``), ``no_sync()`` gradient accumulation, Join
-with uneven inputs, and a traced run whose bucket spans are checked.
+with uneven inputs, BatchNorm buffers (broadcast before every forward), and a traced run whose
+bucket spans are checked.
 """
 
 import pytest
