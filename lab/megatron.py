@@ -221,9 +221,10 @@ node), activation recomputation on, sequence length 2048, vocabulary 51200."""
 
 
 def best_micro_batch(name: str, t: int, p: int, gpus: int, batch: int,
-                     efficiency: float = 1.0) -> Any:
+                     efficiency: float = 1.0, interleave: int = 1) -> Any:
     """A published row's (t, p, d) and batch on the ``a100`` preset, simulated at the
-    micro-batch in {1, 2, 4, 8} predicted fastest (the table does not give it)."""
+    micro-batch in {1, 2, 4, 8} predicted fastest (the table does not give it); 1F1B, or
+    interleaved 1F1B with ``interleave`` chunks."""
     from simulator.core.hardware import preset
     from simulator.tensor_parallel import Grid, MegatronConfig, simulate_megatron
     from simulator.transformer import preset as model_preset
@@ -231,9 +232,19 @@ def best_micro_batch(name: str, t: int, p: int, gpus: int, batch: int,
     model, d = model_preset(name), gpus // (t * p)
     cluster = preset("a100", gpus)
     results = [simulate_megatron(cluster, MegatronConfig(model, Grid(t, p, d), batch, b,
-                                                         matmul_efficiency=efficiency))
-               for b in (1, 2, 4, 8) if batch % (b * d) == 0]
+                                                         matmul_efficiency=efficiency,
+                                                         interleave=interleave))
+               for b in (1, 2, 4, 8) if batch % (b * d) == 0
+               and (interleave == 1 or batch // (b * d) % p == 0)]
     return min(results, key=lambda r: r.iteration_time_s)
+
+
+def smallest_interleave(name: str, p: int) -> int:
+    """The fewest chunks per rank (> 1) that split a row's layers evenly, or 1 (none; p = 1)."""
+    from simulator.transformer import preset as model_preset
+
+    per_stage = model_preset(name).layers // p
+    return next((v for v in range(2, per_stage + 1) if per_stage % v == 0), 1) if p > 1 else 1
 
 
 def efficiency_from_row_1(tol: float = 1e-3) -> float:
