@@ -88,8 +88,7 @@ QUEUE_BYTES = 16 * 2**20
 """Bytes a shaped queue holds before it drops: more than TCP's send buffer ever has in
 flight (4 MiB by default) times the flows a rank receives at once."""
 
-TCP_SETTINGS = {"tcp_slow_start_after_idle": 0,
-                "tcp_limit_output_bytes": int(os.environ.get("DISTML_TSQ", 4194304))}
+TCP_SETTINGS = {"tcp_slow_start_after_idle": 0}
 """TCP settings of every rank's namespace (see the module docstring)."""
 
 _NS_NAME = re.compile(rf"^{PREFIX}(\d+)-(br|r\d+)$")
