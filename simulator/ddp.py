@@ -265,9 +265,9 @@ class CoreShare:
     during point-to-point exchanges). When the busy threads ask for ``D`` cores in all, each
     progresses at ``min(1, cores / D)`` of its own speed.
 
-    Rates calibrated with all ``ranks`` busy at once already had their share of the cores in
-    them: :attr:`busy_share` (compute, copies, reductions: one core asked per rank) and
-    :attr:`comm_share` (communication) turn them back into one unimpeded thread's rates.
+    Communication times calibrated with all ``ranks`` communicating at once already had their
+    share of the cores in them: :attr:`comm_share` turns them back into one unimpeded
+    thread's.
 
     Given a measured :class:`Interference`, it replaces processor sharing between the two
     kinds: compute threads share the cores among themselves and, while any communication runs,
@@ -283,7 +283,6 @@ class CoreShare:
             raise ValueError(f"a communication thread asks for > 0 cores, got {comm_demand}")
         self.env, self.cores, self.comm_demand = env, cores, comm_demand
         self.interference = interference
-        self.busy_share = min(1.0, cores / max(ranks, 1))
         self.comm_share = min(1.0, cores / (max(ranks, 1) * comm_demand))
         self._jobs: list[_Job] = []
         self._last = 0.0
@@ -372,8 +371,10 @@ def ddp_step(comm: SimComm, workload: Workload, buckets: list[list[int]],
     ``p −= lr·g``, one reduction-sized pass) updates the parameters.
     """
     env, host, dev = comm.env, shared.host, comm.device
-    # calibrated copy/reduction rates had every rank busy: as work on one free core
-    memcpy_s, reduce_s = host.busy_share / dev.memcpy_Bps, host.busy_share / dev.reduce_Bps
+    # Calibrated copy and reduction rates are one free core's: each timed call (a few ms) is
+    # shorter than a scheduler time slice, so it seldom shares its core — lab.calibrate measures
+    # the same rates at p = 4 as at p = 2 on 2 cores. The cores are shared here, by CoreShare.
+    memcpy_s, reduce_s = 1 / dev.memcpy_Bps, 1 / dev.reduce_Bps
     sizes = workload.param_sizes
     owner = {i: b for b, members in enumerate(buckets) for i in members}
     missing = [len(members) for members in buckets]
@@ -488,11 +489,3 @@ def predict_step(cluster: Cluster, workload: Workload,
     return DDPPrediction(result.makespan_s, backward_end, max(waits, default=0.0), buckets,
                          bucket_bytes, times, result.trace)
 
-
-def core_rate(rate_measured: float, cores: float, world_size: int) -> float:
-    """One free core's rate from a rate measured with ``world_size`` ranks running at once.
-
-    With ``p`` ranks on ``c`` cores each got ``min(1, c/p)`` of a core, so the free-core rate
-    is the measured one divided by that (:mod:`lab.calibrate` measures every rank at once).
-    """
-    return rate_measured / min(1.0, cores / world_size)
