@@ -1,0 +1,55 @@
+"""Chapter 12, reference answer: Megatron's g operator.
+
+Tensor parallelism (textbook chapter 12; Shoeybi et al., "Megatron-LM", 2019, §3) splits a
+block's second linear layer by rows: rank ``r`` of ``t`` holds input features
+``[r·n/t, (r+1)·n/t)`` of the weight and multiplies them with its slice of the input, so each
+rank ends with a *partial* output ``X_r A_r``; the layer's output is their sum. The operator
+**g** makes that sum:
+
+* forward: all-reduce (SUM) over the tensor-parallel group — every rank gets ``Σ_r X_r A_r``;
+* backward: identity — the gradient of the summed output is already the gradient of each
+  partial output (``∂Σ/∂(X_r A_r) = 1``), and every rank holds it in full.
+
+Its conjugate **f** (identity forward, all-reduce backward) sits before the block's first
+layer; ``backends/tensor_parallel.py`` has both.
+
+This is the reference answer; the exercise is ``exercises/ch12_g_operator.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+
+class GOperator(torch.autograd.Function):
+    """g: all-reduce forward, identity backward, over ``group`` (``None``: every rank)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, group: Any) -> torch.Tensor:
+        if dist.get_world_size(group) == 1:
+            return x
+        out = x.clone()
+        dist.all_reduce(out, group=group)  # the partial outputs summed on every rank
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return grad, None  # d(sum)/d(partial) = 1: the gradient passes through
+
+
+def g(x: torch.Tensor, group: Any = None) -> torch.Tensor:
+    """Apply :class:`GOperator`."""
+    return GOperator.apply(x, group)  # type: ignore[no-untyped-call,no-any-return]
+
+
+def row_parallel_linear(x_shard: torch.Tensor, weight_shard: torch.Tensor,
+                        bias: torch.Tensor | None, group: Any = None) -> torch.Tensor:
+    """``Y = X A^T + b`` with the weight split by its input features (given, not graded):
+    this rank's partial product, summed by g, then the bias once."""
+    y = g(F.linear(x_shard, weight_shard), group)
+    return y + bias if bias is not None else y
+
