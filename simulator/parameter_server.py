@@ -30,8 +30,13 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import simpy
+
+from simulator.core.comm import SimComm, SimGen, SimResult, run_spmd
+from simulator.core.hardware import Cluster
 
 HEADER_FIELDS = 14
 """int64 fields of a message header (``backends.parameter_server.message.Meta``)."""
@@ -194,3 +199,392 @@ def worker_keys(feats: np.ndarray, rows: np.ndarray, num_features: int) -> np.nd
 def mlp_num_params(sizes: Sequence[int]) -> int:
     """Parameters of an MLP with layer widths ``sizes`` (weights and biases)."""
     return sum(a * b + b for a, b in itertools.pairwise(sizes))
+
+
+# ---- the cost of work on shared cores ---------------------------------------------------------
+
+class CpuPool:
+    """``cores`` CPU cores shared by every process of one host (processor sharing).
+
+    ``yield from cpu.run(seconds)`` does ``seconds`` of single-core work; while ``k`` pieces of
+    work are in progress each runs at ``min(1, cores/k)`` of a core, so five processes on two
+    cores take 2.5 times as long as one alone — the oversubscription a small machine has when
+    it runs ``1 + S + W`` ranks. ``cores = inf`` gives every process its own core.
+    """
+
+    def __init__(self, env: simpy.Environment, cores: float) -> None:
+        self.env, self.cores = env, cores
+        self._jobs: list[list[Any]] = []  # [remaining s, done event]
+        self._last = 0.0
+        self._version = 0
+
+    def _rate(self) -> float:
+        return min(1.0, self.cores / len(self._jobs)) if self._jobs else 1.0
+
+    def _advance(self) -> None:
+        rate, dt = self._rate(), self.env.now - self._last
+        for job in self._jobs:
+            job[0] -= rate * dt
+        self._last = self.env.now
+
+    def _arm(self) -> None:
+        self._version += 1
+        if self._jobs:
+            dt = max(0.0, min(j[0] for j in self._jobs)) / self._rate()
+            self.env.process(self._wake(dt, self._version))
+
+    def _wake(self, dt: float, version: int) -> SimGen:
+        yield self.env.timeout(dt)
+        if version != self._version:
+            return
+        self._advance()
+        done = [j for j in self._jobs if j[0] <= 1e-12]
+        self._jobs = [j for j in self._jobs if j[0] > 1e-12]
+        for job in done:
+            job[1].succeed()
+        self._arm()
+
+    def run(self, seconds: float) -> SimGen:
+        """Do ``seconds`` of one core's work."""
+        if seconds <= 0:
+            return
+        if math.isinf(self.cores):
+            yield self.env.timeout(seconds)
+            return
+        self._advance()
+        job: list[Any] = [seconds, self.env.event()]
+        self._jobs.append(job)
+        self._arm()
+        yield job[1]
+
+
+# ---- the simulated twin -----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PSCosts:
+    """The software costs of the real twin's code, measured on one process (s).
+
+    Attributes:
+        message_s: a message's header coded and decoded and its tensors allocated, per
+            message, on each side.
+        anysource_s: what a header costs more than a plain message because the receiving
+            thread takes it *from any source* (gloo's ``recvAnysource`` first tells every
+            possible sender it is ready); measured by ping-pong, not on a PS run.
+        wakeup_s: a waiting thread woken by another (a response handed to the app).
+        push_s, push_per_value_s: a server handling a push: fixed and per value.
+        pull_s, pull_per_value_s: a server handling a pull.
+        apply_per_value_s: BSP: applying the summed gradient, per value.
+    """
+
+    message_s: float = 20e-6
+    anysource_s: float = 40e-6
+    wakeup_s: float = 30e-6
+    push_s: float = 30e-6
+    push_per_value_s: float = 5e-9
+    pull_s: float = 30e-6
+    pull_per_value_s: float = 3e-9
+    apply_per_value_s: float = 5e-9
+
+
+@dataclass(frozen=True)
+class PSSpec:
+    """One simulated training run.
+
+    Attributes:
+        servers, workers: ``S`` and ``W``.
+        consistency, tau: ``bsp``, ``ssp`` (with bounded delay τ) or ``async``.
+        slices: keys each worker pulls and pushes from each server per iteration,
+            ``[iterations, workers, servers]`` (see :func:`sparse_lr_slices`,
+            :func:`dense_slices`).
+        dense: the keys are contiguous ranges (no keys payload on the wire).
+        compute_s: each worker's gradient time per iteration, ``[iterations, workers]``, s.
+        delay_s: straggler delays (:func:`straggler_delays`), same shape, s.
+        costs: the software costs (:class:`PSCosts`).
+        cores: CPU cores the ranks share (``inf``: one each, as on a real cluster).
+    """
+
+    servers: int
+    workers: int
+    consistency: str
+    tau: int
+    slices: np.ndarray
+    dense: bool
+    compute_s: np.ndarray
+    delay_s: np.ndarray
+    costs: PSCosts = PSCosts()
+    cores: float = math.inf
+
+    @property
+    def iterations(self) -> int:
+        return int(self.slices.shape[0])
+
+    @property
+    def world_size(self) -> int:
+        return 1 + self.servers + self.workers
+
+
+def dense_slices(num_keys: int, servers: int, workers: int, iterations: int,
+                 splits: Sequence[int] | None = None) -> np.ndarray:
+    """Every worker pulls and pushes every key: each server's range size."""
+    sizes = [e - b for b, e in key_ranges(num_keys, servers, splits)]
+    return np.broadcast_to(np.array(sizes), (iterations, workers, servers)).copy()
+
+
+def sparse_lr_slices(data: SparseLRData, servers: int, workers: int, iterations: int,
+                     batch_size: int, splits: Sequence[int] | None = None) -> np.ndarray:
+    """Keys per server that each worker's shard of each batch touches (exactly the real ones)."""
+    feats, _ = data.arrays()
+    ranges = key_ranges(data.num_keys, servers, splits)
+    out = np.zeros((iterations, workers, servers), dtype=np.int64)
+    for t in range(iterations):
+        for w in range(workers):
+            keys = worker_keys(feats, batch_rows(t, batch_size, data.num_examples, w, workers),
+                               data.num_features)
+            out[t, w] = [hi - lo for lo, hi in slice_bounds(keys, ranges)]
+    return out
+
+
+@dataclass(frozen=True)
+class PSTimeline:
+    """What a simulated run returns: each worker's iteration start and end times (s) and
+    the staleness of each of its pulls."""
+
+    start_s: np.ndarray
+    end_s: np.ndarray
+    staleness: np.ndarray
+    server_bytes: list[int]
+
+    def time_per_iteration_s(self, warmup: int = 2) -> float:
+        """Median over workers and iterations (after ``warmup``) of one iteration's time, s:
+        from one iteration's start to the next one's (the last: to its end)."""
+        return iteration_time_s(self.start_s, self.end_s, warmup)
+
+    def throughput(self, batch_size: int, warmup: int = 2) -> float:
+        """Examples per second, all workers together (each at its median iteration time)."""
+        return throughput(self.start_s, self.end_s, batch_size, warmup)
+
+
+def iteration_times(start_s: np.ndarray, end_s: np.ndarray, warmup: int = 2) -> np.ndarray:
+    """Each iteration's time per worker, ``[iterations − warmup, workers]``, s.
+
+    Both twins report time per iteration this way, from the same per-iteration timestamps.
+    The median is robust to the odd iteration a shared machine's scheduler stretches.
+    """
+    nxt = np.concatenate([start_s[1:], end_s[-1:]], axis=0)
+    k = min(warmup, start_s.shape[0] - 1)
+    times: np.ndarray = (nxt - start_s)[k:]
+    return times
+
+
+def iteration_time_s(start_s: np.ndarray, end_s: np.ndarray, warmup: int = 2) -> float:
+    """Median of :func:`iteration_times` over workers and iterations, s."""
+    return float(np.median(iteration_times(start_s, end_s, warmup)))
+
+
+def throughput(start_s: np.ndarray, end_s: np.ndarray, batch_size: int,
+               warmup: int = 2) -> float:
+    """Examples per second: each worker's share of the batch over its median iteration."""
+    per_worker = np.median(iteration_times(start_s, end_s, warmup), axis=0)
+    return float(np.sum(batch_size / start_s.shape[1] / per_worker))
+
+
+REQUEST_TAG, RESPONSE_TAG, READY_TAG = 31, 32, 33
+
+
+class _ServerState:
+    """What one simulated server shares between its per-worker handlers."""
+
+    def __init__(self, env: simpy.Environment, spec: PSSpec, server: int) -> None:
+        self.env, self.spec, self.server = env, spec, server
+        self.thread = simpy.Resource(env, capacity=1)  # the van's one receiving thread
+        self.clock = [0] * spec.workers
+        self.arrived = [0] * spec.iterations  # BSP pushes per iteration
+        self.applied = [env.event() for _ in range(spec.iterations)]
+        self.advanced = env.event()  # fires whenever the slowest clock may have moved
+        self.sent = 0
+
+    @property
+    def min_clock(self) -> int:
+        return min(self.clock)
+
+
+def _requests(spec: PSSpec, worker: int, server: int) -> list[tuple[str, int, int]]:
+    """The requests a worker sends one server, in order: (kind, iteration, keys)."""
+    out = []
+    for t in range(spec.iterations):
+        if required_clock(spec.consistency, t, spec.tau) is not None:
+            out.append(("clock", t, 0))
+        n = int(spec.slices[t, worker, server])
+        if n:
+            out.append(("pull", t, n))
+        out.append(("push", t, n))
+    return out
+
+
+def _send(comm: SimComm, cpu: CpuPool, dst: int, parts: list[int], tag: int,
+          costs: PSCosts) -> SimGen:
+    """Send one PS message as the van does: code it, send the header (to a receive posted in
+    advance, from any source: ``anysource_s`` more), then each payload once the receiver says
+    it has posted the receive for it (gloo's sends are a rendezvous: a send completes only
+    after the matching receive exists, and the receiver posts it only after reading the
+    header)."""
+    yield from cpu.run(costs.message_s)
+    yield comm.env.timeout(costs.anysource_s)
+    yield from comm.send(dst, parts[0], tag)
+    for nbytes in parts[1:]:
+        yield from comm.recv(dst, 0, READY_TAG)
+        yield from comm.send(dst, nbytes, tag)
+
+
+def _recv(comm: SimComm, cpu: CpuPool, src: int, parts: list[int], tag: int,
+          costs: PSCosts, header: bool = True) -> SimGen:
+    """Receive one PS message: the header (unless already taken), then each payload after
+    telling the sender the receive is posted."""
+    if header:
+        yield from comm.recv(src, parts[0], tag)
+    yield from cpu.run(costs.message_s)
+    for nbytes in parts[1:]:
+        comm.isend(src, 0, READY_TAG)
+        yield from comm.recv(src, nbytes, tag)
+
+
+def _server_handler(comm: SimComm, cpu: CpuPool, st: _ServerState, worker: int) -> SimGen:
+    """The server's receiving thread, as far as one worker's requests go."""
+    spec, c = st.spec, st.spec.costs
+    node = 1 + spec.servers + worker
+    for kind, t, n in _requests(spec, worker, st.server):
+        req = message_nbytes(n, n if kind == "push" else 0, spec.dense)
+        yield comm.irecv(node, req[0], REQUEST_TAG).wait()
+        with st.thread.request() as hold:
+            yield hold
+            start = comm.now
+            yield from _recv(comm, cpu, node, req, REQUEST_TAG, c, header=False)
+            if kind == "clock":
+                need = required_clock(spec.consistency, t, spec.tau) or 0
+            elif kind == "pull":
+                yield from cpu.run(c.pull_s + c.pull_per_value_s * n)
+            else:
+                yield from cpu.run(c.push_s + c.push_per_value_s * n)
+                if spec.consistency == "bsp":
+                    st.arrived[t] += 1
+                    if st.arrived[t] == spec.workers:
+                        touched = int(spec.slices[t, :, st.server].sum())  # an upper bound
+                        yield from cpu.run(c.apply_per_value_s * touched)
+                        st.clock = [t + 1] * spec.workers
+                        st.applied[t].succeed()
+                else:
+                    st.clock[worker] = t + 1
+                    st.advanced.succeed()
+                    st.advanced = comm.env.event()
+            comm.span("handle", f"{kind} {t}", start, 4 * n)
+        if kind == "clock":
+            while st.min_clock < need:
+                yield st.advanced
+        elif kind == "push" and spec.consistency == "bsp":
+            yield st.applied[t]
+        vals = n if kind == "pull" else 0
+        with st.thread.request() as hold:
+            yield hold
+            parts = message_nbytes(0, vals, spec.dense)
+            st.sent += sum(parts)
+            yield from _send(comm, cpu, node, parts, RESPONSE_TAG, c)
+
+
+def _worker(comm: SimComm, cpu: CpuPool, spec: PSSpec, worker: int,
+            clocks: list[_ServerState]) -> SimGen:
+    c, S = spec.costs, spec.servers
+    start, end = np.zeros(spec.iterations), np.zeros(spec.iterations)
+    staleness = np.zeros(spec.iterations, dtype=np.int64)
+    inbox: dict[tuple[str, int, int], simpy.Event] = {}
+
+    def receiver(server: int) -> SimGen:
+        """The worker's receiving thread, as far as one server's responses go."""
+        for kind, t, n in _requests(spec, worker, server):
+            parts = message_nbytes(0, n if kind == "pull" else 0, spec.dense)
+            yield from _recv(comm, cpu, 1 + server, parts, RESPONSE_TAG, c)
+            inbox.setdefault((kind, t, server), comm.env.event()).succeed(clocks[server].min_clock)
+
+    def answered(kind: str, t: int, servers: list[int]) -> SimGen:
+        seen = []
+        for s in servers:
+            seen.append((yield inbox.setdefault((kind, t, s), comm.env.event())))
+        yield from cpu.run(c.wakeup_s)
+        return min(seen)
+
+    for s in range(S):
+        comm.env.process(receiver(s))
+    for t in range(spec.iterations):
+        start[t] = comm.now
+        need = required_clock(spec.consistency, t, spec.tau)
+        if need is not None:
+            t0 = comm.now
+            for s in range(S):
+                yield from _send(comm, cpu, 1 + s, message_nbytes(0, 0, spec.dense),
+                                 REQUEST_TAG, c)
+            yield from answered("clock", t, list(range(S)))
+            comm.span("wait", f"clock {need}", t0)
+        pulled = [s for s in range(S) if spec.slices[t, worker, s]]
+        t0 = comm.now
+        for s in pulled:
+            yield from _send(comm, cpu, 1 + s,
+                             message_nbytes(int(spec.slices[t, worker, s]), 0, spec.dense),
+                             REQUEST_TAG, c)
+        clock = yield from answered("pull", t, pulled)
+        comm.span("pull", f"pull {t}", t0)
+        staleness[t] = t - clock
+        t0 = comm.now
+        yield from cpu.run(spec.compute_s[t, worker])
+        if spec.delay_s[t, worker] > 0:
+            yield comm.env.timeout(spec.delay_s[t, worker])
+        comm.span("compute", f"grad {t}", t0)
+        t0 = comm.now
+        for s in range(S):
+            n = int(spec.slices[t, worker, s])
+            yield from _send(comm, cpu, 1 + s, message_nbytes(n, n, spec.dense), REQUEST_TAG, c)
+        if spec.consistency == "bsp":
+            yield from answered("push", t, list(range(S)))
+        comm.span("push", f"push {t}", t0)
+        end[t] = comm.now
+    return start, end, staleness
+
+
+class Host:
+    """What the ranks of one simulation share: the cores, and the servers' state (made by
+    whichever rank runs first)."""
+
+    def __init__(self) -> None:
+        self.cpu: CpuPool | None = None
+        self.servers: list[_ServerState] = []
+
+    def setup(self, env: simpy.Environment, spec: PSSpec) -> tuple[CpuPool, list[_ServerState]]:
+        if self.cpu is None:
+            self.cpu = CpuPool(env, spec.cores)
+            self.servers = [_ServerState(env, spec, s) for s in range(spec.servers)]
+        return self.cpu, self.servers
+
+
+def parameter_server(comm: SimComm, spec: PSSpec, host: Host) -> SimGen:
+    """Rank program: the scheduler (rank 0) idles, servers handle, workers train."""
+    if comm.rank == 0:
+        return None
+    cpu_pool, servers = host.setup(comm.env, spec)
+    if comm.rank <= spec.servers:
+        st = servers[comm.rank - 1]
+        handlers = [comm.env.process(_server_handler(comm, cpu_pool, st, w))
+                    for w in range(spec.workers)]
+        yield comm.env.all_of(handlers)
+        return st.sent
+    return (yield from _worker(comm, cpu_pool, spec, comm.rank - 1 - spec.servers, servers))
+
+
+def simulate(cluster: Cluster, spec: PSSpec, trace: bool = True) -> tuple[PSTimeline, SimResult]:
+    """Run :func:`parameter_server` on ``cluster`` (``1 + S + W`` ranks)."""
+    check_layout(spec.servers, spec.workers, cluster.world_size)
+    check_consistency(spec.consistency, spec.tau)
+    result = run_spmd(cluster, parameter_server, spec, Host(), trace=trace)
+    workers = result.returns[1 + spec.servers:]
+    timeline = PSTimeline(np.stack([w[0] for w in workers], axis=1),
+                          np.stack([w[1] for w in workers], axis=1),
+                          np.stack([w[2] for w in workers], axis=1),
+                          [int(s) for s in result.returns[1:1 + spec.servers]])
+    return timeline, result

@@ -15,9 +15,10 @@ groups are bit flags as here: :data:`SCHEDULER` 1, :data:`SERVER_GROUP` 2,
 :data:`WORKER_GROUP` 4.)
 
 Failure: every wait goes through :meth:`Postoffice.check_alive`, which raises
-:class:`NodeFailure` when the van saw a peer's connection close (naming the dead node: the
-node table holds every node's host and process id) or when this node has heard nothing for
-``timeout_s`` seconds.
+:class:`NodeFailure` when a peer's process on this host is gone (the node table holds every
+node's host and process id; checked every :data:`LIVENESS_PERIOD_S`), when the van saw a
+connection close, or when this node has heard nothing for ``timeout_s`` seconds (a hung node,
+or one on another host), naming whom it waited for.
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ from simulator.parameter_server import PSConfigError, check_layout, key_ranges
 
 SCHEDULER, SERVER_GROUP, WORKER_GROUP = 1, 2, 4
 ALL_GROUPS = SCHEDULER | SERVER_GROUP | WORKER_GROUP
+LIVENESS_PERIOD_S = 0.3
+"""How often a waiting node checks that its peers' processes still exist, s (PS-Lite sends
+heartbeats to the scheduler instead; on one host the process table answers directly)."""
 ROLE_NAMES = {SCHEDULER: "scheduler", SERVER_GROUP: "server", WORKER_GROUP: "worker"}
 
 __all__ = ["ALL_GROUPS", "SCHEDULER", "SERVER_GROUP", "WORKER_GROUP", "NodeFailure",
@@ -77,6 +81,7 @@ class Postoffice:
         self._barrier_done: dict[int, int] = {}  # group → barriers released
         self._arrived: dict[int, set[int]] = {}  # at the scheduler: group → who is waiting
         self._terminated = 0
+        self._last_liveness = time.monotonic()
         self.waiting_on: Callable[[], str] = lambda: ""  # an app may say what it awaits
 
     # -- node ids ---------------------------------------------------------------------------
@@ -156,10 +161,12 @@ class Postoffice:
         else:
             self.van.send(Message(Meta(recipient=0, command=Command.BARRIER, clock=group)))
         self._wait(lambda: self._barrier_done.get(group, 0) >= target,
-                   f"the barrier of the {self._group_name(group)}",
+                   f"the barrier of {self._group_name(group)}",
                    self.timeout_s if timeout else None)
 
     def _group_name(self, group: int) -> str:
+        if group == ALL_GROUPS:
+            return "all nodes"
         return " and ".join(name + "s" for flag, name in ROLE_NAMES.items() if group & flag)
 
     def _arrive(self, group: int, node: int) -> None:
@@ -242,11 +249,17 @@ class Postoffice:
         ``what()`` says what this node is waiting for (it goes into the message).
         """
         me = self.describe(self.my_node)
-        if self.van.error is not None:
+        now = time.monotonic()
+        dead: list[int] = []
+        if self.van.error is not None or now - self._last_liveness > LIVENESS_PERIOD_S:
+            self._last_liveness = now
             dead = self.dead_nodes()
+        if dead or self.van.error is not None:
+            dead = dead or self.dead_nodes()
             who = (", ".join(self.describe(n) for n in dead) + " died" if dead
                    else "a peer closed its connection")
-            raise NodeFailure(f"{me}: {who} while {what()} ({self.van.error.splitlines()[0]})")
+            why = f" ({self.van.error.splitlines()[0]})" if self.van.error else ""
+            raise NodeFailure(f"{me}: {who} while {what()}{why}")
         silent = time.monotonic() - self.van.last_received
         if timeout and silent > self.timeout_s:
             extra = self.waiting_on()

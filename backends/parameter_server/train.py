@@ -34,9 +34,11 @@ from simulator.parameter_server import (
     batch_rows,
     check_consistency,
     check_layout,
+    iteration_time_s,
     key_ranges,
     required_clock,
     straggler_delays,
+    throughput,
 )
 
 APP_ID = 0
@@ -218,6 +220,12 @@ def run_node(cfg: PSConfig, wait_fn: WaitFn = bounded_delay_wait) -> dict[str, A
     return out
 
 
+def run_scenarios(cfgs: list[PSConfig]) -> list[dict[str, Any]]:
+    """Rank function: :func:`run_node` for each config in turn, in one launched group (each
+    run builds its own postoffice and van group), so that tests start processes once."""
+    return [run_node(cfg) for cfg in cfgs]
+
+
 def _traced(store: KVStore, tracer: Tracer, cfg: PSConfig) -> Callable[..., None]:
     """The store as a request handle, each request a span; ``cfg.fail`` may kill a server."""
     handled = [0]
@@ -246,20 +254,20 @@ class PSResult:
     spans: list[dict[str, Any]]
     warmup: int = 2
 
-    def _window(self, log: dict[str, Any]) -> tuple[float, int]:
-        k = min(self.warmup, len(log["start_s"]) - 1)
-        return log["end_s"][-1] - log["start_s"][k], len(log["start_s"]) - k
+    def _times(self) -> tuple[np.ndarray, np.ndarray]:
+        return (np.array([w["start_s"] for w in self.workers]).T,
+                np.array([w["end_s"] for w in self.workers]).T)
 
     @property
     def time_per_iteration_s(self) -> float:
-        """Mean over workers of (elapsed / iterations) after ``warmup`` iterations, s."""
-        return float(np.mean([e / n for e, n in map(self._window, self.workers)]))
+        """Median over workers and iterations (after ``warmup``) of one iteration's time, s
+        (:func:`simulator.parameter_server.iteration_time_s`, as the simulated twin)."""
+        return iteration_time_s(*self._times(), self.warmup)
 
     @property
     def throughput(self) -> float:
-        """Examples per second, all workers together (after warm-up)."""
-        B, W = self.config.batch_size, self.config.workers
-        return float(sum((B / W) * n / e for e, n in map(self._window, self.workers)))
+        """Examples per second, all workers together."""
+        return throughput(*self._times(), self.config.batch_size, self.warmup)
 
     @property
     def losses(self) -> list[float]:

@@ -78,13 +78,19 @@ class Van:
         header = m.pack()
         nbytes = header.numel() * 8
         with self._send_lock:
-            dist.send(header, m.recipient, group=self.group, tag=HEADER_TAG)
-            if m.nkeys and not m.keys_range:
-                dist.send(msg.keys, m.recipient, group=self.group, tag=PAYLOAD_TAG)
-                nbytes += 8 * m.nkeys
-            if m.nvals:
-                dist.send(msg.vals, m.recipient, group=self.group, tag=PAYLOAD_TAG)
-                nbytes += 4 * m.nvals
+            try:
+                dist.send(header, m.recipient, group=self.group, tag=HEADER_TAG)
+                if m.nkeys and not m.keys_range:
+                    dist.send(msg.keys, m.recipient, group=self.group, tag=PAYLOAD_TAG)
+                    nbytes += 8 * m.nkeys
+                if m.nvals:
+                    dist.send(msg.vals, m.recipient, group=self.group, tag=PAYLOAD_TAG)
+                    nbytes += 4 * m.nvals
+            except RuntimeError as exc:  # the recipient is gone: say who
+                self.error = self.error or f"{type(exc).__name__}: {exc}"
+                whom = self.postoffice.describe(m.recipient)
+                self.postoffice.check_alive(lambda: f"sending to {whom}")
+                raise
             self.bytes_sent += nbytes
             self.messages_sent += 1
         return nbytes

@@ -1,0 +1,246 @@
+"""The parameter server, predicted and measured side by side (book ch. 3).
+
+Prediction needs two kinds of primitives, neither measured on a parameter-server run:
+
+* the machine's, from the calibration file (:mod:`lab.calibrate`): point-to-point α and B, the
+  shared-bus bandwidth and busy latency of concurrent loopback messages, and the core count;
+* the code's, measured here on **one process** (:func:`profile_costs`): coding a message
+  header, waking a waiting thread, a server handling a push or a pull of ``n`` values (the
+  :class:`~backends.parameter_server.KVStore` called directly), and a worker's gradient
+  (:func:`profile_compute`) — the per-layer compute profile of DESIGN.md, for this model.
+
+:func:`predict` builds :class:`simulator.parameter_server.PSSpec` from a
+:class:`~backends.parameter_server.PSConfig` and these costs and simulates it on
+``Cluster.from_calibration`` with the machine's cores shared by all ``1 + S + W`` ranks
+(:class:`~simulator.parameter_server.CpuPool`): on a 2-core laptop five ranks oversubscribe the
+cores, and the model says so instead of hiding it. :func:`compare` runs the real twin and the
+prediction for one configuration and returns both.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simulator.core.calibration import CalibrationEntry, find_entry
+from simulator.core.hardware import Cluster
+from simulator.parameter_server import (
+    PSCosts,
+    PSSpec,
+    PSTimeline,
+    SparseLRData,
+    dense_slices,
+    simulate,
+    sparse_lr_slices,
+    straggler_delays,
+)
+
+
+def _median_time(fn: Callable[[], Any], repeats: int = 7, inner: int = 50) -> float:
+    """Median over ``repeats`` of the mean time of ``inner`` back-to-back calls, s."""
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        samples.append((time.perf_counter() - start) / inner)
+    return statistics.median(samples)
+
+
+def _line(sizes: list[int], times: list[float]) -> tuple[float, float]:
+    """Least-squares ``t = a + b·n`` (a, b ≥ 0)."""
+    b, a = np.polyfit(np.asarray(sizes, float), np.asarray(times, float), 1)
+    return max(float(a), 0.0), max(float(b), 0.0)
+
+
+def anysource_ping_pong(repeats: int = 7, rounds: int = 100) -> tuple[float, float]:
+    """Rank function: ranks 0 and 1 ping-pong a header, receiving from a named source, then
+    from any source; the other ranks wait. Half the round trip of each, s (medians)."""
+    import torch
+    import torch.distributed as dist
+
+    from simulator.parameter_server import HEADER_FIELDS
+
+    rank = dist.get_rank()
+    header = torch.zeros(HEADER_FIELDS, dtype=torch.int64)
+    out = []
+    for anysource in (False, True):
+        samples = []
+        for _ in range(repeats + 1):
+            dist.barrier()
+            start = time.perf_counter()
+            for _ in range(rounds if rank < 2 else 0):
+                peer = 1 - rank
+                if rank == 0:
+                    dist.send(header, 1)
+                    dist.recv(header, None if anysource else 1)
+                else:
+                    dist.recv(header, None if anysource else 0)
+                    dist.send(header, peer)
+            samples.append((time.perf_counter() - start) / rounds / 2)
+        out.append(statistics.median(samples[1:]))
+    return out[0], out[1]
+
+
+def measure_anysource(world: int) -> float:
+    """What a receive from any source costs more than a named one, with ``world`` ranks, s."""
+    from backends.launch import spawn
+
+    plain, anysource = spawn(anysource_ping_pong, world, backend="gloo", timeout=30)[0]
+    return max(float(anysource) - float(plain), 0.0)
+
+
+def profile_costs(repeats: int = 7, anysource_s: float = 0.0) -> PSCosts:
+    """The van's and the server's software costs, measured in this one process
+    (``anysource_s`` from :func:`measure_anysource`, which needs a launch)."""
+    import torch
+
+    from backends.parameter_server.kv_app import KVStore
+    from backends.parameter_server.message import Message, Meta
+    from backends.parameter_server.updaters import SGD
+
+    torch.set_num_threads(1)
+
+    def message_round() -> None:  # what both sides do per message besides moving bytes
+        msg = Message(Meta(recipient=1, push=1), keys=torch.arange(4), vals=torch.zeros(4))
+        header = msg.seal().meta.pack()
+        got = Message(Meta.unpack(header))
+        got.vals = torch.empty(got.meta.nvals)
+
+    message_s = _median_time(message_round, repeats) / 2
+
+    class _Server:  # a stand-in that only builds the response, as KVServer.response does
+        def response(self, req: Any, vals: Any = None, clock: int = -1) -> None:
+            Message(Meta(recipient=0, clock=clock),
+                    vals=vals if vals is not None else torch.empty(0)).seal()
+
+    sizes = [16, 256, 2048, 16384]
+    n_keys = max(sizes)
+    push_t, pull_t, apply_t = [], [], []
+    for n in sizes:
+        keys = torch.arange(n)
+        store = KVStore(torch.zeros(n_keys), 0, SGD(0.1), "async", 1, [9])
+        push = Message(Meta(sender=9, push=1, clock=0), keys=keys, vals=torch.ones(n))
+        pull = Message(Meta(sender=9, pull=1), keys=keys)
+        push_t.append(_median_time(lambda p=push, s=store: s(p, _Server()), repeats))  # type: ignore[misc]
+        pull_t.append(_median_time(lambda p=pull, s=store: s(p, _Server()), repeats))  # type: ignore[misc]
+        rule, w, g = SGD(0.1), torch.zeros(n_keys), torch.ones(n)
+        apply_t.append(_median_time(lambda r=rule, w=w, k=keys, g=g: r(w, k, g), repeats))  # type: ignore[misc]
+    push_s, push_per = _line(sizes, push_t)
+    pull_s, pull_per = _line(sizes, pull_t)
+    _, apply_per = _line(sizes, apply_t)
+    return PSCosts(message_s=message_s, anysource_s=anysource_s, wakeup_s=_wakeup_s(repeats),
+                   push_s=push_s,
+                   push_per_value_s=push_per, pull_s=pull_s, pull_per_value_s=pull_per,
+                   apply_per_value_s=apply_per)
+
+
+def _wakeup_s(repeats: int, rounds: int = 200) -> float:
+    """Half the round trip of two threads handing a token back and forth, s."""
+    cond, turn = threading.Condition(), [0]
+
+    def other() -> None:
+        for _ in range(rounds * repeats):
+            with cond:
+                while turn[0] != 1:
+                    cond.wait()
+                turn[0] = 0
+                cond.notify()
+
+    thread = threading.Thread(target=other, daemon=True)
+    thread.start()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(rounds):
+            with cond:
+                turn[0] = 1
+                cond.notify()
+                while turn[0] != 0:
+                    cond.wait()
+        samples.append((time.perf_counter() - start) / rounds / 2)
+    thread.join()
+    return statistics.median(samples)
+
+
+def profile_compute(cfg: Any) -> np.ndarray:
+    """Each worker's gradient time per iteration, ``[iterations, workers]`` s, measured in
+    this one process: each worker's shard of the first batches, timed and its median kept."""
+    import torch
+
+    from simulator.parameter_server import batch_rows
+
+    torch.set_num_threads(1)
+    model = cfg.build_model()
+    w_full = model.init()
+    per_worker = []
+    for w in range(cfg.workers):
+        times = []
+        for t in range(min(cfg.iterations, 6)):
+            rows = batch_rows(t, cfg.batch_size, model.num_examples, w, cfg.workers)
+            keys = model.keys(rows)
+            sub = w_full[keys]
+            times.append(_median_time(lambda s=sub, k=keys, r=rows: model.grad(  # type: ignore[misc]
+                s, k, r, cfg.batch_size), repeats=3, inner=5))
+        per_worker.append(statistics.median(times))
+    return np.broadcast_to(np.array(per_worker), (cfg.iterations, cfg.workers)).copy()
+
+
+def spec_for(cfg: Any, costs: PSCosts, compute_s: np.ndarray, cores: float) -> PSSpec:
+    """The simulated twin's spec of a real :class:`~backends.parameter_server.PSConfig`."""
+    if cfg.model == "mlp":
+        slices = dense_slices(cfg.num_keys(), cfg.servers, cfg.workers, cfg.iterations,
+                              cfg.splits)
+    else:
+        data = SparseLRData(cfg.features, cfg.examples, cfg.nnz, cfg.seed, cfg.zipf)
+        slices = sparse_lr_slices(data, cfg.servers, cfg.workers, cfg.iterations,
+                                  cfg.batch_size, cfg.splits)
+    delays = straggler_delays(cfg.seed, cfg.iterations, cfg.workers, cfg.straggler_mean_s,
+                              cfg.slow_workers)
+    return PSSpec(cfg.servers, cfg.workers, cfg.consistency, cfg.tau, slices,
+                  cfg.model == "mlp", compute_s, delays, costs, cores)
+
+
+def predict(cfg: Any, entry: CalibrationEntry, costs: PSCosts,
+            compute_s: np.ndarray | None = None) -> PSTimeline:
+    """The simulated run of ``cfg`` on this machine's calibrated twin."""
+    compute = profile_compute(cfg) if compute_s is None else compute_s
+    cluster = Cluster.from_calibration(entry, world_size=1 + cfg.servers + cfg.workers)
+    return simulate(cluster, spec_for(cfg, costs, compute, entry.cores), trace=False)[0]
+
+
+def compare(cfg: Any, calibration: str | Path | None = None, costs: PSCosts | None = None,
+            repeats: int = 1) -> dict[str, Any]:
+    """Measure ``cfg`` on real processes (``repeats`` launches) and predict it; one record."""
+    from backends.parameter_server import train
+
+    entry = find_entry(1 + cfg.servers + cfg.workers, "gloo", path=calibration)
+    costs = costs or profile_costs(anysource_s=measure_anysource(1 + cfg.servers + cfg.workers))
+    runs = [train(cfg) for _ in range(repeats)]
+    predicted = predict(cfg, entry, costs)
+    measured = statistics.median(r.time_per_iteration_s for r in runs)
+    return {"servers": cfg.servers, "workers": cfg.workers, "world": 1 + cfg.servers
+            + cfg.workers, "model": cfg.model, "consistency": cfg.consistency, "tau": cfg.tau,
+            "predicted_s": predicted.time_per_iteration_s(),
+            "measured_median_s": measured,
+            "rel_error": (predicted.time_per_iteration_s() - measured) / measured,
+            "predicted_throughput": predicted.throughput(cfg.batch_size),
+            "measured_throughput": statistics.median(r.throughput for r in runs),
+            "predicted_max_staleness": int(predicted.staleness.max()),
+            "measured_max_staleness": max(r.max_staleness for r in runs)}
+
+
+def costs_dict(costs: PSCosts) -> dict[str, float]:
+    """The costs as a plain dict (µs where it helps reading)."""
+    return asdict(costs)
+
+
+__all__ = ["compare", "costs_dict", "predict", "profile_compute", "profile_costs", "replace",
+           "spec_for"]

@@ -1,0 +1,113 @@
+"""The simulated parameter server: message flow, consistency, bottleneck, determinism."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from simulator.core import Cluster, Device, Link, Topology
+from simulator.parameter_server import (
+    PSConfigError,
+    PSCosts,
+    PSSpec,
+    SparseLRData,
+    check_consistency,
+    dense_slices,
+    key_ranges,
+    message_nbytes,
+    simulate,
+    skewed_splits,
+    sparse_lr_slices,
+    straggler_delays,
+)
+
+ZERO = PSCosts(0, 0, 0, 0, 0, 0, 0, 0)
+CPU = Device("cpu", 1e10, 1e10, math.inf)
+
+
+def cluster(world, bandwidth=1e9, latency=1e-5):
+    link = Link(latency, bandwidth, "fair")
+    return Cluster.homogeneous("switch", CPU, Topology.switch(world, link))
+
+
+def spec(S, W, model="bsp", tau=0, iterations=6, keys=10_000, compute=1e-3, delay=None,
+         splits=None):
+    slices = dense_slices(keys, S, W, iterations, splits)
+    return PSSpec(S, W, model, tau, slices, True, np.full((iterations, W), compute),
+                  np.zeros((iterations, W)) if delay is None else delay, ZERO)
+
+
+def test_bsp_iteration_is_pull_compute_push_on_an_idle_network():
+    # One server, one worker, no software costs: the values cross twice (pulled, pushed),
+    # besides the compute, plus a handful of latencies (headers, "receive posted" notices).
+    n, alpha, bw = 10_000, 1e-5, 1e9
+    tl, _ = simulate(cluster(3, bw, alpha), spec(1, 1, keys=n))
+    bulk = 1e-3 + 2 * (2 * 4 * n / bw)  # compute; 2 transfers, each over 2 links of a switch
+    assert bulk < tl.time_per_iteration_s() < bulk + 8 * (2 * alpha) + 1e-6
+
+
+def test_more_servers_relieve_the_server_nic():
+    times = [simulate(cluster(1 + S + 8, bandwidth=1e8),
+                      spec(S, 8, keys=1_000_000, compute=1e-4))[0].time_per_iteration_s()
+             for S in (1, 2, 4, 8)]
+    assert times[0] > 1.2 * times[1]
+    assert all(a > b for a, b in itertools.pairwise(times))
+
+
+def test_a_skewed_key_split_loads_the_hot_server():
+    keys = 1_000_000
+    balanced = simulate(cluster(11, 1e8), spec(2, 8, keys=keys))[0]
+    hot = simulate(cluster(11, 1e8), spec(2, 8, keys=keys, splits=skewed_splits(keys, 2, 0.8)))[0]
+    assert hot.server_bytes[0] > 3.5 * hot.server_bytes[1]
+    assert hot.time_per_iteration_s() > balanced.time_per_iteration_s()
+
+
+@pytest.mark.parametrize("model,tau", [("bsp", 0), ("ssp", 1), ("ssp", 3)])
+def test_staleness_never_exceeds_tau(model, tau):
+    delay = straggler_delays(3, 12, 3, 5e-3)
+    tl, _ = simulate(cluster(5), spec(1, 3, model, tau, iterations=12, delay=delay))
+    assert tl.staleness.max() <= tau
+    if tau:
+        assert tl.staleness.max() >= 1
+
+
+def test_consistency_models_trade_idle_time_for_staleness():
+    delay = straggler_delays(0, 20, 3, 4e-3)
+    t = {m: simulate(cluster(5), spec(1, 3, m, 2, iterations=20, delay=delay))[0]
+         for m in ("bsp", "ssp", "async")}
+    fast = {m: np.median(np.diff(t[m].start_s[:, 1])) for m in t}  # worker 1 never straggles
+    assert fast["async"] < fast["ssp"] < fast["bsp"]
+    assert t["async"].staleness.max() > 2
+
+
+def test_deterministic():
+    delay = straggler_delays(1, 8, 2, 1e-3)
+    a = simulate(cluster(4), spec(1, 2, "ssp", 1, iterations=8, delay=delay))[0]
+    b = simulate(cluster(4), spec(1, 2, "ssp", 1, iterations=8, delay=delay))[0]
+    assert np.array_equal(a.start_s, b.start_s) and np.array_equal(a.end_s, b.end_s)
+
+
+def test_sparse_slices_match_the_keys_each_worker_touches():
+    data = SparseLRData(num_features=50, num_examples=64, nnz=4, seed=1)
+    sl = sparse_lr_slices(data, 2, 2, 3, 16)
+    assert sl.shape == (3, 2, 2) and (sl.sum(axis=2) <= 8 * 4 + 1).all()
+    assert (sl[:, :, 1] >= 1).all()  # the bias key lives on the last server
+
+
+def test_message_parts():
+    assert message_nbytes(5, 5, keys_range=False) == [112, 40, 20]
+    assert message_nbytes(5, 5, keys_range=True) == [112, 20]
+    assert message_nbytes(0, 0, keys_range=True) == [112]
+
+
+@pytest.mark.parametrize("call,words", [
+    (lambda: key_ranges(3, 4), "more servers (4) than keys (3)"),
+    (lambda: key_ranges(10, 0), "at least 1 server"),
+    (lambda: check_consistency("ssp", -1), "τ must be >= 0"),
+    (lambda: simulate(cluster(4), spec(1, 1)), "need a world of 3"),
+])
+def test_bad_configuration(call, words):
+    with pytest.raises(PSConfigError) as err:
+        call()
+    assert words in str(err.value)
