@@ -6,8 +6,9 @@ process call functions in another (``rpc_sync``, ``rpc_async``), create objects 
 that carries tensors in a forward pass (a ``send``/``recv`` function pair in each process's
 graph) so that ``dist_autograd.backward`` can walk the graph across processes, and
 ``DistributedOptimizer`` steps each parameter where it lives. RPC is deprecated in recent
-PyTorch releases (2.x warns about it); it still works in the version the lab pins, which is what
-this module and its tests check.
+PyTorch releases (in maintenance mode); it still works in the version the lab pins, which is what
+this module and its tests check (importing the distributed optimizer triggers TorchScript
+deprecation warnings, which Python hides by default).
 
 Three programs, all driven from rank 0 (the *driver*) with the others as *workers*:
 
@@ -173,17 +174,20 @@ def _get_busy(rref: rpc.RRef[Any]) -> float:
 
 
 def train_split(model: SplitModel, batches: Sequence[tuple[torch.Tensor, torch.Tensor]],
-                lr: float = 0.05, microbatches: int | None = None) -> list[float]:
+                lr: float = 0.05, microbatches: int | None = None,
+                step_times: list[float] | None = None) -> list[float]:
     """Train with distributed autograd and ``DistributedOptimizer`` (SGD); return the losses.
 
     Each step runs in its own distributed-autograd context: the forward (plain or pipelined)
     records the RPCs, ``dist_autograd.backward`` sends the gradients back along them, and the
-    optimizer steps every stage's parameters on its own worker.
+    optimizer steps every stage's parameters on its own worker. The optimizer is built once
+    (each worker builds its local one); ``step_times``, if given, gets each step's seconds.
     """
     opt = DistributedOptimizer(  # type: ignore[no-untyped-call]
         torch.optim.SGD, model.parameter_rrefs(), lr=lr)
     losses = []
     for x, y in batches:
+        start = time.perf_counter()
         with dist_autograd.context() as ctx:
             out = model.forward(x) if microbatches is None else model.pipelined_forward(
                 x, microbatches)
@@ -191,6 +195,8 @@ def train_split(model: SplitModel, batches: Sequence[tuple[torch.Tensor, torch.T
             dist_autograd.backward(ctx, [loss])  # type: ignore[attr-defined]
             opt.step(ctx)  # type: ignore[no-untyped-call]
         losses.append(float(loss))
+        if step_times is not None:
+            step_times.append(time.perf_counter() - start)
     return losses
 
 
