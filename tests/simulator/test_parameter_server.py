@@ -111,3 +111,16 @@ def test_bad_configuration(call, words):
     with pytest.raises(PSConfigError) as err:
         call()
     assert words in str(err.value)
+
+
+def test_all_reduce_wins_dense_and_the_parameter_server_wins_sparse():
+    from simulator.core import preset
+    from simulator.parameter_server import ps_vs_all_reduce
+
+    def ethernet(p):
+        return preset("ethernet-10g", p)
+
+    ps_dense, ring_dense = ps_vs_all_reduce(ethernet, 8, 2, 2_500_000, 1.0, 5e-3)
+    ps_sparse, ring_sparse = ps_vs_all_reduce(ethernet, 8, 2, 2_500_000, 0.01, 5e-3)
+    assert ring_dense < ps_dense and ps_sparse < ring_sparse
+    assert ring_sparse == ring_dense  # all-reduce moves the dense vector either way
