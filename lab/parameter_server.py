@@ -23,7 +23,7 @@ import statistics
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -242,5 +242,5 @@ def costs_dict(costs: PSCosts) -> dict[str, float]:
     return asdict(costs)
 
 
-__all__ = ["compare", "costs_dict", "predict", "profile_compute", "profile_costs", "replace",
-           "spec_for"]
+__all__ = ["compare", "costs_dict", "measure_anysource", "predict", "profile_compute",
+           "profile_costs", "spec_for"]
