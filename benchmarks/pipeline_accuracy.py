@@ -81,7 +81,7 @@ def measure_point(setup: PipelineSetup, profiles: dict[int, tuple[list[LayerProf
     m = setup.microbatches
     for _ in range(args.attempts):
         if m not in profiles or profiles[m][1] > args.max_foreign:
-            candidate = profile_quietly(setup, args.profile_repeats)
+            candidate = profile_quietly(setup, args.profile_repeats, args.colocated_profile)
             if m not in profiles or candidate[1] < profiles[m][1]:
                 profiles[m] = candidate  # a profile depends on the micro-batch size
         attempt = side_by_side(setup, args.repeats, layer_profile=profiles[m][0])
@@ -119,6 +119,9 @@ def main() -> None:
     parser.add_argument("--tag", default="")
     parser.add_argument("--max-foreign", type=float, default=0.1)
     parser.add_argument("--attempts", type=int, default=3)
+    parser.add_argument("--colocated-profile", action="store_true",
+                        help="profile with min(stages, cores) copies running at once "
+                             "(shared cache and memory bandwidth in the profile)")
     args = parser.parse_args()
     sweep = points(parse_worlds(args.stages), parse_worlds(args.microbatches),
                    args.schedules.split(","))

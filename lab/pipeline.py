@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import os
+import statistics
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -106,12 +107,51 @@ def profile(setup: PipelineSetup, repeats: int = 10) -> list[LayerProfile]:
         torch.set_num_threads(threads)
 
 
-def profile_quietly(setup: PipelineSetup, repeats: int = 10) -> tuple[list[LayerProfile], float]:
-    """:func:`profile`, and the share of the host's CPU other programs used meanwhile."""
+def profile_rank(setup_fields: dict[str, Any], repeats: int) -> list[LayerProfile]:
+    """Rank function: :func:`profile` in every rank at once (see :func:`profile_colocated`)."""
+    return profile(PipelineSetup(**setup_fields), repeats)
+
+
+def profile_colocated(setup: PipelineSetup, repeats: int = 10,
+                      processes: int | None = None) -> list[LayerProfile]:
+    """The one-process profile, taken while ``processes`` copies of it run at once (default:
+    as many as the pipeline's stages, at most the host's cores).
+
+    Each copy still measures its layers on one process and one core; running them together
+    only reproduces what a pipeline's stage processes share besides cores — the last-level
+    cache and the memory bandwidth — as calibration measures compute rates with every rank
+    running. Oversubscribed *cores* are not in it: the simulator shares them
+    (``cores=``). Returns the per-layer median over the copies.
+    """
+    from backends.launch import spawn
+
+    k = processes or max(1, min(setup.stages, host_cores()))
+    if k == 1:
+        return profile(setup, repeats)
+    copies: list[list[LayerProfile]] = spawn(profile_rank, k, asdict(setup), repeats)
+    return [replace(layers[0],
+                    forward_s=statistics.median(x.forward_s for x in layers),
+                    backward_s=statistics.median(x.backward_s for x in layers))
+            for layers in zip(*copies, strict=True)]
+
+
+def profile_quietly(setup: PipelineSetup, repeats: int = 10, colocated: bool = False
+                    ) -> tuple[list[LayerProfile], float]:
+    """:func:`profile` (or :func:`profile_colocated`), and the share of the host's CPU other
+    programs used meanwhile (with ``colocated``, ours includes the copies' CPU time)."""
     busy, cpu, wall = host_busy_s(), time.process_time(), time.perf_counter()
-    layer_profile = profile(setup, repeats)
-    busy, cpu = host_busy_s() - busy, time.process_time() - cpu
+    children = _children_cpu_s()
+    layer_profile = (profile_colocated(setup, repeats) if colocated
+                     else profile(setup, repeats))
+    busy = host_busy_s() - busy
+    cpu = time.process_time() - cpu + _children_cpu_s() - children
     return layer_profile, max(busy - cpu, 0.0) / ((time.perf_counter() - wall) * host_cores())
+
+
+def _children_cpu_s() -> float:
+    """CPU seconds of this process's finished children."""
+    usage = os.times()
+    return usage.children_user + usage.children_system
 
 
 def host_cores() -> int:
