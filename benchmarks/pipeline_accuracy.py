@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.compare import write_csv, write_json
-from lab.pipeline import PipelineSetup, profile_quietly, side_by_side
+from lab.pipeline import PipelineSetup, host_cores, profile_quietly, side_by_side
 from lab.units import parse_worlds
 from simulator.pipeline.profile import LayerProfile
 
@@ -69,21 +69,23 @@ def points(stages: list[int], microbatches: list[int], schedules: list[str]
     sweep = [PipelineSetup(stages=p, microbatches=m, schedule=s)
              for p in stages for s in schedules for m in microbatches]
     sweep += [PipelineSetup(stages=p, microbatches=4, schedule="gpipe", checkpoint=c)
-              for p in (min(stages), max(stages)) for c in ("except_last", "always")]
+              for p in sorted({min(stages), max(stages)}) for c in ("except_last", "always")]
     return sorted(sweep, key=lambda s: s.stages)  # stable: a stage count's points together
 
 
-def measure_point(setup: PipelineSetup, profiles: dict[int, tuple[list[LayerProfile], float]],
+def measure_point(setup: PipelineSetup,
+                  profiles: dict[tuple[int, int], tuple[list[LayerProfile], float]],
                   args: argparse.Namespace) -> dict[str, Any]:
     """Profile (once per micro-batch size), predict and measure one point; measure again
     while other programs used more than ``--max-foreign`` of the CPU, keep the quietest."""
     out: dict[str, Any] = {}
-    m = setup.microbatches
+    # a profile depends on the micro-batch size (and, co-located, on how many copies ran)
+    m = (setup.microbatches, min(setup.stages, host_cores()) if args.colocated_profile else 1)
     for _ in range(args.attempts):
         if m not in profiles or profiles[m][1] > args.max_foreign:
             candidate = profile_quietly(setup, args.profile_repeats, args.colocated_profile)
             if m not in profiles or candidate[1] < profiles[m][1]:
-                profiles[m] = candidate  # a profile depends on the micro-batch size
+                profiles[m] = candidate
         attempt = side_by_side(setup, args.repeats, layer_profile=profiles[m][0])
         if not out or (attempt["record"]["foreign_cpu_share"]
                        < out["record"]["foreign_cpu_share"]):
@@ -125,7 +127,7 @@ def main() -> None:
     args = parser.parse_args()
     sweep = points(parse_worlds(args.stages), parse_worlds(args.microbatches),
                    args.schedules.split(","))
-    profiles: dict[int, tuple[list[LayerProfile], float]] = {}
+    profiles: dict[tuple[int, int], tuple[list[LayerProfile], float]] = {}
     records: list[dict[str, Any]] = []
     for _, group in itertools.groupby(sweep, key=lambda s: s.stages):
         with exclusive():  # one hold per stage count
