@@ -36,6 +36,7 @@ Units: sizes in elements; nothing here is timed (``benchmarks/tensor_parallel_ac
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -118,19 +119,45 @@ def init_groups(t: int, p: int = 1) -> dict[str, Group]:
 
 # ---- collectives on a group ---------------------------------------------------------------
 
+class ProfileGroup:
+    """A stand-in for a group of ``size`` ranks inside ONE process, to profile a rank's
+    compute: sizes and ranks are the real group's, every collective is replaced by a local
+    copy of the right shape (numbers are not meaningful) and logged in :attr:`log` as
+    ``(kind, group, bytes, entered_s, left_s)`` (``time.perf_counter``), so the compute
+    between collectives can be timed (:func:`profile_ops`)."""
+
+    def __init__(self, size: int, rank: int, name: str, log: list[tuple[Any, ...]]) -> None:
+        self.size, self.rank, self.name, self.log = size, rank, name, log
+
+
 def _size(group: Group) -> int:
+    if isinstance(group, ProfileGroup):
+        return group.size
     return int(dist.get_world_size(group))
 
 
 def _rank(group: Group) -> int:
+    if isinstance(group, ProfileGroup):
+        return group.rank
     return int(dist.get_rank(group))
+
+
+def _all_reduce_(x: torch.Tensor, group: Group, op: Any = None) -> None:
+    """In-place all-reduce (SUM unless ``op``) over ``group``; nothing with one rank."""
+    if _size(group) == 1:
+        return
+    if isinstance(group, ProfileGroup):
+        now = time.perf_counter()
+        group.log.append(("all_reduce", group.name, x.numel() * x.element_size(), now, now))
+        return
+    dist.all_reduce(x, op=op or dist.ReduceOp.SUM, group=group)
 
 
 def _all_reduce(x: torch.Tensor, group: Group) -> torch.Tensor:
     if _size(group) == 1:
         return x
     x = x.contiguous().clone()
-    dist.all_reduce(x, group=group)
+    _all_reduce_(x, group)
     return x
 
 
@@ -139,6 +166,12 @@ def _all_gather(x: torch.Tensor, dim: int, group: Group) -> torch.Tensor:
     t = _size(group)
     if t == 1:
         return x
+    if isinstance(group, ProfileGroup):
+        start = time.perf_counter()
+        out = torch.cat([x] * t, dim=dim)
+        group.log.append(("all_gather", group.name, out.numel() * out.element_size(), start,
+                          time.perf_counter()))
+        return out
     parts = [torch.empty_like(x) for _ in range(t)]
     dist.all_gather(parts, x.contiguous(), group=group)
     return torch.cat(parts, dim=dim)
@@ -164,6 +197,12 @@ def _reduce_scatter(x: torch.Tensor, group: Group) -> torch.Tensor:
         raise ValueError(f"sequence length {x.shape[0]} does not split over {t} ranks")
     x = x.contiguous()
     out = torch.empty((x.shape[0] // t, *x.shape[1:]), dtype=x.dtype)
+    if isinstance(group, ProfileGroup):
+        start = time.perf_counter()
+        out.copy_(x[: out.shape[0]])
+        group.log.append(("reduce_scatter", group.name, x.numel() * x.element_size(), start,
+                          time.perf_counter()))
+        return out
     ring_reduce_scatter(out.view(-1), x.view(-1), group=group)
     return out
 
@@ -434,8 +473,7 @@ class VocabParallelCrossEntropy(torch.autograd.Function):
         local = logits.shape[-1]
         start = _rank(group) * local
         most = logits.detach().max(dim=-1).values
-        if _size(group) > 1:
-            dist.all_reduce(most, op=dist.ReduceOp.MAX, group=group)
+        _all_reduce_(most, group, dist.ReduceOp.MAX)
         shifted = logits.detach() - most.unsqueeze(-1)
         index = target - start
         outside = (index < 0) | (index >= local)
@@ -443,9 +481,8 @@ class VocabParallelCrossEntropy(torch.autograd.Function):
         picked = shifted.gather(-1, index.unsqueeze(-1)).squeeze(-1).masked_fill(outside, 0.0)
         exp = shifted.exp()
         total = exp.sum(dim=-1)
-        if _size(group) > 1:
-            dist.all_reduce(picked, group=group)
-            dist.all_reduce(total, group=group)
+        _all_reduce_(picked, group)
+        _all_reduce_(total, group)
         softmax = exp / total.unsqueeze(-1)
         ctx.save_for_backward(softmax, index, outside)
         return total.log() - picked
@@ -672,20 +709,25 @@ def finish_gradients(model: nn.Module, tensor_group: Group = None,
     """After backward: sum the sequence-parallel parameters' partial gradients over the
     tensor group (Korthikanti et al. §4.2.2), then average every gradient over the data
     group (data parallelism, when ``data_group`` has more than one rank)."""
-    for p in model.parameters():
-        if p.grad is not None and getattr(p, "sequence_parallel", False) \
-                and _size(tensor_group) > 1:
-            dist.all_reduce(p.grad, group=tensor_group)
+    partial = [p.grad for p in model.parameters()
+               if p.grad is not None and getattr(p, "sequence_parallel", False)]
+    if partial and _size(tensor_group) > 1:
+        _all_reduce_flat(partial, tensor_group)  # one coalesced all-reduce, as Megatron
     if data_group is not None and _size(data_group) > 1:
-        d = _size(data_group)
         grads = [p.grad for p in model.parameters() if p.grad is not None]
-        flat = torch.cat([g.reshape(-1) for g in grads])
-        dist.all_reduce(flat, group=data_group)
-        flat /= d
-        offset = 0
-        for g in grads:
-            g.copy_(flat[offset:offset + g.numel()].view_as(g))
-            offset += g.numel()
+        _all_reduce_flat(grads, data_group, 1 / _size(data_group))
+
+
+def _all_reduce_flat(grads: list[torch.Tensor], group: Group, scale: float = 1.0) -> None:
+    """Sum ``grads`` over ``group`` through one flat buffer, times ``scale``, in place."""
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    _all_reduce_(flat, group)
+    if scale != 1.0:
+        flat *= scale
+    offset = 0
+    for g in grads:
+        g.copy_(flat[offset:offset + g.numel()].view_as(g))
+        offset += g.numel()
 
 
 def grid_sizes(world_size: int, t: int, p: int = 1) -> tuple[int, int, int]:
@@ -722,7 +764,7 @@ def train_step(model: ParallelGPT, optimizer: torch.optim.Optimizer, tokens: tor
     loss.backward()  # type: ignore[no-untyped-call]
     finish_gradients(model, model.group, data_group)
     optimizer.step()
-    return float(loss)
+    return float(loss.detach())
 
 
 def gpt_parameters(c: GPTConfig) -> int:

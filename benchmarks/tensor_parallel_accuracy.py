@@ -1,0 +1,131 @@
+"""Tensor parallelism on this machine: predicted vs measured step time, and our MLP vs DTensor.
+
+    flock -x /tmp/distml-measure.lock .venv/bin/python benchmarks/tensor_parallel_accuracy.py \
+        [--worlds 2,4] [--repeats 30] [--profile-repeats 30] [--out benchmarks/results]
+
+For the chapter's small GPT (2 layers, h = 32, 4 heads, vocabulary 64, sequence 16, global batch
+8) on every ``t × d`` grid (``p = 1``) of each world size, with and without sequence
+parallelism where ``t > 1``:
+
+* **predicted** — :func:`lab.tensor_parallel.predict`: a rank's step profiled on ONE process
+  (compute between collectives, :func:`lab.tensor_parallel.profile_ops`) replayed on this
+  machine's calibrated cluster (``Cluster.local``; ``distml-lab calibrate --world N`` first),
+  the ranks sharing the host's cores (:class:`simulator.pipeline.cores.CorePool`);
+* **measured** — :class:`backends.tensor_parallel.ParallelGPT` trained on real processes,
+  the slowest rank's step, median (p10, p90) of barrier-aligned repeats, all the world's grids
+  timed in interleaved rounds in ONE spawned group.
+
+Also times our :class:`~backends.tensor_parallel.ParallelMLP` against PyTorch's
+``parallelize_module`` (ColwiseParallel / RowwiseParallel) side by side in the same rounds:
+the speed ratio (ours / DTensor; < 1 means ours is faster).
+
+Writes ``tensor_parallel_accuracy.json``/``.csv``; prints each point and the median |relative
+error|. Asserts nothing. Run it under the exclusive measurement lock (the command above).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from backends.launch import spawn
+from lab.compare import write_csv, write_json
+from lab.pipeline import host_cores, local_cluster
+from lab.tensor_parallel import (
+    GridPoint,
+    compute_seconds,
+    measure_rank,
+    mlp_speed_rank,
+    point_fields,
+    predict,
+    profile_ops,
+)
+from lab.units import parse_worlds
+
+
+def grid_points(world: int) -> list[GridPoint]:
+    """Every ``t × d`` grid of ``world`` ranks the small GPT splits over, SP where t > 1."""
+    out = []
+    for t in range(1, world + 1):
+        if world % t or 4 % t:  # 4 heads
+            continue
+        for sp in (False, True) if t > 1 else (False,):
+            out.append(GridPoint(t=t, d=world // t, sequence_parallel=sp))
+    return out
+
+
+def run_world(world: int, repeats: int, profile_repeats: int, cores: int
+              ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Profile, predict and measure every grid of ``world`` ranks; the MLP speed ratio."""
+    points = grid_points(world)
+    cluster, described = local_cluster(world)
+    torch.set_num_threads(1)  # the ranks run single-threaded (OMP_NUM_THREADS=1)
+    profiles = {p.name: profile_ops(p, profile_repeats) for p in points}
+    measured = spawn(measure_rank, world, [point_fields(p) for p in points], repeats,
+                     timeout=120)[0]
+    rows = []
+    for point, got in zip(points, measured, strict=True):
+        ops = profiles[point.name]
+        predicted = predict(point, ops, cluster, cores)
+        one_core = predict(point, ops, cluster)
+        rows.append({
+            "world": world, "grid": point.name, "t": point.t, "d": point.d,
+            "sequence_parallel": point.sequence_parallel, "cluster": described,
+            "cores": cores, "collectives_per_step": sum(k != "compute" for k, _, _ in ops),
+            "profile_compute_s": compute_seconds(ops),
+            "predicted_s": predicted, "predicted_core_per_rank_s": one_core,
+            "measured_s": got["median_s"], "measured_p10_s": got["p10_s"],
+            "measured_p90_s": got["p90_s"],
+            "relative_error": (predicted - got["median_s"]) / got["median_s"]})
+    mlp = spawn(mlp_speed_rank, world, 64, 256, repeats, timeout=120)[0]
+    return rows, mlp
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--worlds", default="2,4")
+    ap.add_argument("--repeats", type=int, default=30)
+    ap.add_argument("--profile-repeats", type=int, default=30)
+    ap.add_argument("--cores", type=int, default=0, help="host cores (0: this host's)")
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    args = ap.parse_args(argv)
+    try:
+        worlds = parse_worlds(args.worlds)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    cores = args.cores or host_cores()
+    rows: list[dict[str, Any]] = []
+    mlps = []
+    for world in worlds:
+        got, mlp = run_world(world, args.repeats, args.profile_repeats, cores)
+        rows += got
+        mlps.append(mlp)
+        for r in got:
+            print(f"world {r['world']} {r['grid']:9s} predicted {r['predicted_s'] * 1e3:7.2f} ms"
+                  f"  measured {r['measured_s'] * 1e3:7.2f} ms (p10 {r['measured_p10_s'] * 1e3:.2f}"
+                  f", p90 {r['measured_p90_s'] * 1e3:.2f})  error {r['relative_error']:+.1%}"
+                  f"  [compute {r['profile_compute_s'] * 1e3:.2f} ms, "
+                  f"{r['collectives_per_step']} collectives]")
+        print(f"world {world} MLP (h=64, 256 tokens) ours {mlp['ours']['median_s'] * 1e6:.0f} µs"
+              f" vs DTensor {mlp['dtensor']['median_s'] * 1e6:.0f} µs: ratio {mlp['ratio']:.2f}")
+    errors = [abs(r["relative_error"]) for r in rows]
+    summary = {"median_abs_relative_error": statistics.median(errors),
+               "max_abs_relative_error": max(errors), "points": len(rows), "cores": cores,
+               "per_world": {w: statistics.median(abs(r["relative_error"]) for r in rows
+                                                  if r["world"] == w) for w in worlds}}
+    print(f"median |relative error| {summary['median_abs_relative_error']:.1%} over "
+          f"{len(rows)} points (max {summary['max_abs_relative_error']:.1%})")
+    write_json({"summary": summary, "points": rows, "mlp_vs_dtensor": mlps},
+               args.out / "tensor_parallel_accuracy.json")
+    write_csv(rows, args.out / "tensor_parallel_accuracy.csv")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

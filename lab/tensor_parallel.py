@@ -1,0 +1,229 @@
+"""Tensor parallelism on this machine: the small GPT's step predicted and measured (ch. 12).
+
+* **profile** (:func:`profile_ops`) — ONE process runs a rank's training step of a ``t × d``
+  grid with every collective replaced by a local stand-in
+  (:class:`backends.tensor_parallel.ProfileGroup`): the median seconds of compute between
+  consecutive collectives, and each collective's kind, group and bytes — a compute profile
+  (a primitive), in the order the rank runs it;
+* **predict** (:func:`predict`) — the simulator replays those ops on every rank of this
+  machine's calibrated cluster (``Cluster.local``): compute on a
+  :class:`~simulator.pipeline.cores.CorePool` of the host's cores (ranks are processes that
+  time-share them), the all-reduces as gloo runs them
+  (:func:`simulator.ddp.gloo_ring_all_reduce`), the all-gathers as rings
+  (:func:`simulator.collectives.all_gather.ring_all_gather`), the reduce-scatters as the
+  lab's ring (:func:`simulator.collectives.reduce_scatter.ring_reduce_scatter`), each on its
+  tensor or data group — the structure of :mod:`simulator.tensor_parallel`'s iteration
+  (compute and tensor-group collectives per layer, then the data-parallel gradient
+  all-reduce, then the optimizer), with measured compute instead of FLOPs at a GPU's peak;
+* **measure** (:func:`measure_rank`) — the real step of
+  :class:`backends.tensor_parallel.ParallelGPT` on spawned processes, barrier-aligned
+  repeats, the slowest rank's time (:func:`backends.measure.measure_many`).
+
+Nothing here is fitted to the measured steps.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+
+from backends import tensor_parallel as tp
+from simulator.collectives.all_gather import ring_all_gather
+from simulator.collectives.reduce_scatter import ring_reduce_scatter
+from simulator.core.comm import SimComm, SimGen, run_spmd
+from simulator.core.hardware import Cluster
+from simulator.ddp import gloo_ring_all_reduce
+from simulator.pipeline.cores import CorePool
+
+Op = tuple[str, str, float]
+"""``("compute", "", seconds)`` or ``(kind, group, bytes)`` with kind ``all_reduce``,
+``all_gather`` or ``reduce_scatter`` and group ``tensor`` or ``data``."""
+
+
+@dataclass(frozen=True)
+class GridPoint:
+    """One configuration: ``t × d`` ranks (``p = 1``), sequence parallelism or not, the
+    global batch (sequences per step, split over the ``d`` replicas)."""
+
+    t: int
+    d: int
+    sequence_parallel: bool = False
+    global_batch: int = 8
+    layers: int = 2
+    hidden: int = 32
+    heads: int = 4
+    vocab: int = 64
+    seq: int = 16
+
+    @property
+    def world(self) -> int:
+        return self.t * self.d
+
+    @property
+    def config(self) -> tp.GPTConfig:
+        return tp.GPTConfig(self.layers, self.hidden, self.heads, self.vocab, self.seq)
+
+    @property
+    def name(self) -> str:
+        return f"t{self.t}d{self.d}{'-sp' if self.sequence_parallel else ''}"
+
+
+def _model(point: GridPoint, tensor: Any) -> tuple[tp.ParallelGPT, torch.optim.Optimizer]:
+    torch.manual_seed(0)
+    model = tp.ParallelGPT(point.config, tensor, point.sequence_parallel)
+    return model, torch.optim.SGD(model.parameters(), lr=0.01)
+
+
+def _batch(point: GridPoint, dp_rank: int) -> tuple[torch.Tensor, torch.Tensor]:
+    tokens, targets = tp.lm_batch(point.config, point.global_batch, seed=1)
+    return (tp.batch_shard(tokens, point.d, dp_rank), tp.batch_shard(targets, point.d, dp_rank))
+
+
+def profile_ops(point: GridPoint, repeats: int = 30, warmup: int = 5) -> list[Op]:
+    """One rank's step on ONE process (collectives stood in): median compute seconds
+    between collectives, and the collectives (see the module docstring)."""
+    log: list[tuple[Any, ...]] = []
+    tensor = tp.ProfileGroup(point.t, 0, "tensor", log)
+    data = tp.ProfileGroup(point.d, 0, "data", log)
+    model, opt = _model(point, tensor)
+    tokens, targets = _batch(point, 0)
+    runs: list[list[Op]] = []
+    for i in range(warmup + repeats):
+        log.clear()
+        start = time.perf_counter()
+        tp.train_step(model, opt, tokens, targets, data)
+        end = time.perf_counter()
+        ops: list[Op] = []
+        last = start
+        for kind, group, nbytes, entered, left in log:
+            ops.append(("compute", "", entered - last))
+            ops.append((kind, group, float(nbytes)))
+            last = left
+        ops.append(("compute", "", end - last))
+        if i >= warmup:
+            runs.append(ops)
+    shape = [(k, g, b) if k != "compute" else (k, g, 0.0) for k, g, b in runs[0]]
+    for run in runs:
+        if [(k, g, b) if k != "compute" else (k, g, 0.0) for k, g, b in run] != shape:
+            raise RuntimeError("the step's collectives changed between repeats")
+    return [(k, g, statistics.median(r[j][2] for r in runs)) if k == "compute" else (k, g, b)
+            for j, (k, g, b) in enumerate(runs[0])]
+
+
+_PROGRAMS = {"all_gather": ring_all_gather, "reduce_scatter": ring_reduce_scatter}
+
+
+def _rank_program(comm: SimComm, ops: Sequence[Op], point: GridPoint,
+                  shared: dict[str, Any]) -> SimGen:
+    """Replay ``ops`` on this rank: compute on the shared cores, collectives on the groups."""
+    pool: CorePool | None = None
+    if not math.isinf(shared["cores"]):
+        pool = shared.setdefault("pool", CorePool(comm.env, shared["cores"]))
+    grid = tp.megatron_groups(point.world, point.t)
+    groups = {"tensor": comm.new_group(grid.of("tensor", comm.rank)),
+              "data": comm.new_group(grid.of("data", comm.rank))}
+    busy = 0.0
+    for kind, group, value in ops:
+        if kind == "compute":
+            start = comm.now
+            if pool is None:
+                yield comm.env.timeout(value)
+            else:
+                yield from pool.run(value)
+            comm.span("compute", "compute", start)
+            busy += value
+            continue
+        sub = groups[group]
+        assert sub is not None
+        if kind == "all_reduce":
+            yield from gloo_ring_all_reduce(sub, int(value), 4)
+        else:
+            yield from _PROGRAMS[kind](sub, int(value), 4)
+    return busy
+
+
+def predict(point: GridPoint, ops: Sequence[Op], cluster: Cluster,
+            cores: float = math.inf) -> float:
+    """Predicted step time on ``cluster`` (``t·d`` ranks), ranks sharing ``cores``, s."""
+    if cluster.world_size != point.world:
+        raise ValueError(f"the cluster has {cluster.world_size} ranks, the grid {point.world}")
+    return run_spmd(cluster, _rank_program, ops, point, {"cores": cores},
+                    trace=False).makespan_s
+
+
+def compute_seconds(ops: Sequence[Op]) -> float:
+    """One rank's compute in a step (the profile's sum), s."""
+    return math.fsum(v for k, _, v in ops if k == "compute")
+
+
+# ---- the real side (rank functions) ---------------------------------------------------------
+
+def measure_rank(points: list[dict[str, Any]], repeats: int) -> list[dict[str, Any]]:
+    """Rank function: for each grid point, the real step's timing (slowest rank, median of
+    barrier-aligned repeats; the points' repeats interleaved) and the losses of a few steps."""
+    from backends.measure import measure_many
+
+    torch.set_num_threads(1)
+    steps = []
+    for fields in points:
+        point = GridPoint(**fields)
+        groups = tp.init_groups(point.t)
+        model, opt = _model(point, groups["tensor"])
+        dp_rank = torch.distributed.get_rank(groups["data"])
+        tokens, targets = _batch(point, dp_rank)
+
+        def step(model: tp.ParallelGPT = model, opt: torch.optim.Optimizer = opt,
+                 tokens: torch.Tensor = tokens, targets: torch.Tensor = targets,
+                 data: Any = groups["data"]) -> float:
+            return tp.train_step(model, opt, tokens, targets, data)
+
+        steps.append(step)
+    timings = measure_many(steps, repeats=repeats, warmup=3, inner=1)
+    return [{**fields, **t.as_dict()} for fields, t in zip(points, timings, strict=True)]
+
+
+def mlp_speed_rank(hidden: int, tokens: int, repeats: int) -> dict[str, Any]:
+    """Rank function: forward + backward of our :class:`~backends.tensor_parallel.ParallelMLP`
+    and of PyTorch's ``parallelize_module`` (ColwiseParallel/RowwiseParallel) on the same
+    weights and input, timed side by side (interleaved repeats)."""
+    from torch import nn
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        RowwiseParallel,
+        parallelize_module,
+    )
+
+    from backends.measure import measure_many
+
+    torch.set_num_threads(1)
+    t = torch.distributed.get_world_size()
+    torch.manual_seed(0)
+    mlp = nn.Sequential()
+    mlp.fc1 = nn.Linear(hidden, 4 * hidden)
+    mlp.act = nn.GELU()
+    mlp.fc2 = nn.Linear(4 * hidden, hidden)
+    theirs = parallelize_module(mlp, init_device_mesh("cpu", (t,)),
+                                {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()})
+    ours = tp.ParallelMLP(hidden)
+    x = torch.randn(tokens, hidden)
+
+    def run(module: nn.Module) -> None:
+        xi = x.clone().requires_grad_()
+        module(xi).sum().backward()
+
+    ours_t, theirs_t = measure_many([lambda: run(ours), lambda: run(theirs)], repeats=repeats,
+                                    warmup=3)
+    return {"hidden": hidden, "tokens": tokens, "t": t, "ours": ours_t.as_dict(),
+            "dtensor": theirs_t.as_dict(), "ratio": ours_t.median_s / theirs_t.median_s}
+
+
+def point_fields(point: GridPoint) -> dict[str, Any]:
+    """The point as plain fields (to send to rank processes)."""
+    return asdict(point)

@@ -1,0 +1,63 @@
+"""The tensor-parallel prediction's pieces (chapter 12), in one process: the profile of a rank's
+step lists the collectives Megatron's layers issue, and the prediction replays it."""
+
+import math
+
+import pytest
+import torch
+
+from lab.tensor_parallel import GridPoint, compute_seconds, predict, profile_ops
+from simulator.core.hardware import Cluster, Device
+from simulator.core.network import Link, Topology
+
+
+def _free(world: int) -> Cluster:
+    cpu = Device("cpu", 1e11, 1e10, math.inf, reduce_Bps=math.inf, memcpy_Bps=math.inf)
+    return Cluster.homogeneous("free", cpu, Topology.fully_connected(world, Link(0.0, 1e18,
+                                                                              "none")))
+
+
+def _slow(world: int, alpha: float) -> Cluster:
+    cpu = Device("cpu", 1e11, 1e10, math.inf, reduce_Bps=math.inf, memcpy_Bps=math.inf)
+    return Cluster.homogeneous("slow", cpu, Topology.fully_connected(world, Link(alpha, 1e18,
+                                                                              "none")))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _single_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def kinds(ops):
+    return [(k, g) for k, g, _ in ops if k != "compute"]
+
+
+def test_profile_lists_megatrons_collectives():
+    layers = 2
+    plain = kinds(profile_ops(GridPoint(t=2, d=1), repeats=2, warmup=1))
+    # forward: embedding g, 2 g per layer, 3 in the vocabulary-parallel loss;
+    # backward: f of the output layer, 2 f per layer
+    assert plain.count(("all_reduce", "tensor")) == 1 + 2 * layers + 3 + 1 + 2 * layers
+    sp = kinds(profile_ops(GridPoint(t=2, d=1, sequence_parallel=True), repeats=2, warmup=1))
+    assert sp.count(("reduce_scatter", "tensor")) == 1 + 2 * layers + 2 * layers + 1
+    assert sp.count(("all_gather", "tensor")) == 2 * layers + 1 + 2 * layers + 1
+    assert sp.count(("all_reduce", "tensor")) == 3 + 1  # the loss; the partial gradients
+    data = kinds(profile_ops(GridPoint(t=1, d=2), repeats=2, warmup=1))
+    assert data == [("all_reduce", "data")]
+
+
+def test_prediction_is_compute_on_a_free_network_and_grows_with_latency():
+    point = GridPoint(t=2, d=2)
+    ops = profile_ops(point, repeats=2, warmup=1)
+    free = predict(point, ops, _free(4))
+    assert free == pytest.approx(compute_seconds(ops), rel=1e-9)
+    assert predict(point, ops, _free(4), cores=2) == pytest.approx(2 * free, rel=1e-6)
+    alpha = 1e-3
+    slow = predict(point, ops, _slow(4, alpha))
+    n = len(kinds(ops))
+    assert slow > free + n * alpha  # every collective costs at least one α
+    with pytest.raises(ValueError, match="ranks"):
+        predict(point, ops, _free(2))
