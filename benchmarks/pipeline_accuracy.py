@@ -27,7 +27,8 @@ with a mini-batch of 64 examples:
 
 The points of one stage count (a minute or two) hold the exclusive measurement lock
 (``/tmp/distml-measure.lock``), so other helpers' tests wait; between stage counts the lock is
-released. Writes ``pipeline_accuracy.json``/``.csv`` and prints the median
+released. So run it plainly, *not* under ``flock -x`` (an outer hold would block it
+forever). Writes ``pipeline_accuracy.json``/``.csv`` and prints the median
 |relative error| overall and per stage count. Asserts nothing.
 """
 
