@@ -19,6 +19,10 @@ Also times our :class:`~backends.tensor_parallel.ParallelMLP` against PyTorch's
 ``parallelize_module`` (ColwiseParallel / RowwiseParallel) side by side in the same rounds:
 the speed ratio (ours / DTensor; < 1 means ours is faster).
 
+A **probe** separates the network model from the step: one 8 KB all-reduce alone (the ranks
+otherwise asleep), and 13 of them each after 100 µs of busy compute (the step's pattern),
+measured and predicted the same way.
+
 Writes ``tensor_parallel_accuracy.json``/``.csv``; prints each point and the median |relative
 error|. Asserts nothing. Run it under the exclusive measurement lock (the command above).
 """
@@ -43,6 +47,8 @@ from lab.tensor_parallel import (
     mlp_speed_rank,
     point_fields,
     predict,
+    probe_ops,
+    probe_rank,
     profile_ops,
 )
 from lab.units import parse_worlds
@@ -83,6 +89,17 @@ def run_world(world: int, repeats: int, profile_repeats: int, cores: int
             "measured_p90_s": got["p90_s"],
             "relative_error": (predicted - got["median_s"]) / got["median_s"]})
     mlp = spawn(mlp_speed_rank, world, 64, 256, repeats, timeout=120)[0]
+    # the probe: one 8 KB all-reduce alone, and 13 of them each after 100 µs of compute
+    nbytes, compute_s, count = 8192, 1e-4, 13
+    probe = spawn(probe_rank, world, nbytes, compute_s, count, repeats, timeout=120)[0]
+    whole = GridPoint(t=world, d=1)
+    mlp["probe"] = {
+        "nbytes": nbytes, "compute_s": compute_s, "count": count,
+        "alone_measured_s": probe["alone_s"],
+        "alone_predicted_s": predict(whole, probe_ops(nbytes, 0.0, 1), cluster, cores),
+        "interleaved_measured_s": probe["interleaved_s"],
+        "interleaved_predicted_s": predict(whole, probe_ops(nbytes, compute_s, count), cluster,
+                                           cores)}
     return rows, mlp
 
 
@@ -114,6 +131,13 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r['collectives_per_step']} collectives]")
         print(f"world {world} MLP (h=64, 256 tokens) ours {mlp['ours']['median_s'] * 1e6:.0f} µs"
               f" vs DTensor {mlp['dtensor']['median_s'] * 1e6:.0f} µs: ratio {mlp['ratio']:.2f}")
+        pr = mlp["probe"]
+        print(f"world {world} probe: one {pr['nbytes']} B all-reduce alone measured "
+              f"{pr['alone_measured_s'] * 1e3:.3f} ms, predicted "
+              f"{pr['alone_predicted_s'] * 1e3:.3f} ms; {pr['count']} × "
+              f"({pr['compute_s'] * 1e6:.0f} µs compute + all-reduce) measured "
+              f"{pr['interleaved_measured_s'] * 1e3:.2f} ms, "
+              f"predicted {pr['interleaved_predicted_s'] * 1e3:.2f} ms")
     errors = [abs(r["relative_error"]) for r in rows]
     summary = {"median_abs_relative_error": statistics.median(errors),
                "max_abs_relative_error": max(errors), "points": len(rows), "cores": cores,
