@@ -19,9 +19,9 @@ Also times our :class:`~backends.tensor_parallel.ParallelMLP` against PyTorch's
 ``parallelize_module`` (ColwiseParallel / RowwiseParallel) side by side in the same rounds:
 the speed ratio (ours / DTensor; < 1 means ours is faster).
 
-A **probe** separates the network model from the step: one 8 KB all-reduce alone (the ranks
-otherwise asleep), and 13 of them each after 100 µs of busy compute (the step's pattern),
-measured and predicted the same way.
+A **probe** separates the network model from the step: one 8 KB all-reduce alone (right
+after a barrier), 13 of them back to back, and 13 each after 100 µs of busy compute (the
+step's pattern), measured and predicted the same way.
 
 Writes ``tensor_parallel_accuracy.json``/``.csv``; prints each point and the median |relative
 error|. Asserts nothing. Run it under the exclusive measurement lock (the command above).
@@ -97,6 +97,9 @@ def run_world(world: int, repeats: int, profile_repeats: int, cores: int
         "nbytes": nbytes, "compute_s": compute_s, "count": count,
         "alone_measured_s": probe["alone_s"],
         "alone_predicted_s": predict(whole, probe_ops(nbytes, 0.0, 1), cluster, cores),
+        "back_to_back_measured_s": probe["back_to_back_s"],
+        "back_to_back_predicted_s": predict(whole, probe_ops(nbytes, 0.0, count), cluster,
+                                            cores),
         "interleaved_measured_s": probe["interleaved_s"],
         "interleaved_predicted_s": predict(whole, probe_ops(nbytes, compute_s, count), cluster,
                                            cores)}
@@ -134,7 +137,9 @@ def main(argv: list[str] | None = None) -> int:
         pr = mlp["probe"]
         print(f"world {world} probe: one {pr['nbytes']} B all-reduce alone measured "
               f"{pr['alone_measured_s'] * 1e3:.3f} ms, predicted "
-              f"{pr['alone_predicted_s'] * 1e3:.3f} ms; {pr['count']} × "
+              f"{pr['alone_predicted_s'] * 1e3:.3f} ms; {pr['count']} back to back measured "
+              f"{pr['back_to_back_measured_s'] * 1e3:.2f} ms, predicted "
+              f"{pr['back_to_back_predicted_s'] * 1e3:.2f} ms; {pr['count']} × "
               f"({pr['compute_s'] * 1e6:.0f} µs compute + all-reduce) measured "
               f"{pr['interleaved_measured_s'] * 1e3:.2f} ms, "
               f"predicted {pr['interleaved_predicted_s'] * 1e3:.2f} ms")

@@ -239,9 +239,9 @@ def probe_ops(nbytes: int, compute_s: float, count: int) -> list[Op]:
 
 
 def probe_rank(nbytes: int, compute_s: float, count: int, repeats: int) -> dict[str, float]:
-    """Rank function: median time of one all-reduce of ``nbytes`` alone (ranks otherwise
-    asleep) and of :func:`probe_ops` run for real (a busy loop of ``compute_s`` before each
-    all-reduce), s."""
+    """Rank function: median time of one all-reduce of ``nbytes`` alone (right after a
+    barrier), of ``count`` of them back to back, and of :func:`probe_ops` run for real (a busy
+    loop of ``compute_s`` before each all-reduce), s."""
     import torch.distributed as dist
 
     from backends.measure import measure_many
@@ -259,5 +259,10 @@ def probe_rank(nbytes: int, compute_s: float, count: int, repeats: int) -> dict[
                 pass
             dist.all_reduce(x)
 
-    a, b = measure_many([alone, interleaved], repeats=repeats, warmup=3, inner=1)
-    return {"alone_s": a.median_s, "interleaved_s": b.median_s}
+    def back_to_back() -> None:
+        for _ in range(count):
+            dist.all_reduce(x)
+
+    a, b, c = measure_many([alone, back_to_back, interleaved], repeats=repeats, warmup=3,
+                           inner=1)
+    return {"alone_s": a.median_s, "back_to_back_s": b.median_s, "interleaved_s": c.median_s}
