@@ -40,7 +40,7 @@ from torch import nn
 from backends.collectives.all_gather import ring_all_gather_chunks
 from backends.collectives.all_reduce import ring_all_reduce
 from backends.collectives.comm import Comm, Group
-from backends.collectives.reduce_scatter import ring_reduce_scatter
+from backends.collectives.reduce_scatter import ring_reduce_scatter_chunks
 from backends.trace import Tracer, span
 from simulator.collectives.chunks import chunk_bounds
 
@@ -101,6 +101,9 @@ class Zero:
         self.comm = Comm(group, tracer)
         self.world, self.rank = self.comm.world_size, self.comm.rank
         self.units = self._build_units()
+        dtype = self.units[0].full.dtype
+        self._scratch = torch.empty(0 if stage <= 1 else max(u.padded for u in self.units),
+                                    dtype=dtype)
         self._hooks: list[Any] = []
         self._broadcast_initial_state()
         if stage >= 2:
@@ -203,17 +206,28 @@ class Zero:
     def _reduce_grads(self, unit: Unit) -> None:
         """Average ``unit``'s gradients over the team: stage 0 ring-all-reduces them all, stages
         1–3 reduce-scatter them so each rank keeps its shard's (stages 2–3 then free the
-        full gradients)."""
+        full gradients).
+
+        Everything happens in buffers that live from step to step — stages 0–1 in the unit's
+        flat gradient, stages 2–3 in one scratch buffer the size of the largest unit — because
+        fresh memory costs a page fault per page (see :func:`backends.collectives.comm.scratch`).
+        After a stage-1 reduce-scatter only this rank's slice of the flat gradient is meaningful
+        (the rest holds partial sums).
+        """
         if unit.reduced:
             return
         unit.reduced = True
         if unit.grad_full is not None:  # stages 0–1: gradients already sit in one flat buffer
             flat = unit.grad_full
         else:
-            flat = torch.zeros(unit.padded, dtype=unit.full.dtype)
+            flat = self._scratch[:unit.padded]
+            flat[unit.numel:].zero_()
             for p, off in zip(unit.params, unit.offsets, strict=True):
-                if p.grad is not None:
-                    flat[off:off + p.numel()].copy_(p.grad.reshape(-1))
+                view = flat[off:off + p.numel()]
+                if p.grad is None:
+                    view.zero_()
+                else:
+                    view.copy_(p.grad.reshape(-1))
                     p.grad = None
         with torch.no_grad(), span(self.tracer, "reduce_scatter",
                                    f"reduce grads unit {unit.index}", flat.nbytes):
@@ -223,14 +237,15 @@ class Zero:
                 return
             lo = self.rank * unit.shard_numel
             mine = flat[lo:lo + unit.shard_numel]
-            if self.world > 1:
-                out = mine if unit.grad_full is not None else torch.empty_like(mine)
-                ring_reduce_scatter(out, flat, dist.ReduceOp.AVG, group=self.comm.ranks)
-                mine = out
+            if self.world > 1:  # in place: chunk ``rank`` of ``flat`` ends up summed
+                ring_reduce_scatter_chunks(self.comm, flat,
+                                           chunk_bounds(unit.padded, self.world),
+                                           dist.ReduceOp.SUM)
+                mine.div_(self.world)
             if unit.grad_full is not None:
                 return  # stage 1: the shard's gradient is a view of ``grad_full``
             if unit.shard.grad is None:
-                unit.shard.grad = mine
+                unit.shard.grad = mine.clone()
             else:
                 unit.shard.grad.add_(mine)
 
@@ -288,12 +303,14 @@ class Zero:
                 self._gather(unit)
 
     def zero_grad(self) -> None:
-        """Zero the gradients: in place where they are flat views (stages 0–1), else drop."""
+        """Zero the gradients in place (flat views at stages 0–1, shards at 2–3); drop the
+        full gradients of stages 2–3."""
         for unit in self.units:
             if unit.grad_full is not None:
                 unit.grad_full.zero_()
-            else:
-                unit.shard.grad = None
+            else:  # the shard's gradient stays allocated (it is a model state of stage 2–3)
+                if unit.shard.grad is not None:
+                    unit.shard.grad.zero_()
                 for p in unit.params:
                     p.grad = None
             unit.ready.clear()
