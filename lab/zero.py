@@ -4,7 +4,8 @@
   the per-layer forward/backward profile of :func:`backends.pipeline.profiler.profile_layers`,
   summed per unit, and the optimizer's step over the unit's parameters (primitives only);
 * :func:`predict_step` — :func:`simulator.zero.simulate_zero_step` on this machine's calibrated
-  twin (``Cluster.local``), the ranks sharing its cores;
+  twin (``Cluster.local``), the ranks sharing its cores, the optimizer step timed with every
+  rank stepping at once (:func:`optimizer_step_together_s`, a primitive);
 * :func:`measure_stages` — the real :class:`~backends.zero.Zero` training steps on ``world``
   processes, median step time and the model-state bytes each rank holds;
 * :func:`compare_stages` — both, for each stage, with the memory the simulator predicts.
@@ -100,12 +101,52 @@ def profile_units(model: nn.Sequential, batch: int, repeats: int = 10) -> list[U
     return units
 
 
+def _adam_together(numel: int, repeats: int) -> float:
+    """Rank program: every rank steps Adam over ``numel`` parameters at the same moment; the
+    median over repeats of the slowest rank's time, s."""
+    param = nn.Parameter(torch.zeros(max(numel, 1)))
+    param.grad = torch.randn_like(param)
+    opt = torch.optim.Adam([param], lr=1e-3)
+    samples = []
+    for k in range(2 + repeats):
+        dist.barrier()
+        start = time.perf_counter()
+        opt.step()
+        elapsed = torch.tensor([time.perf_counter() - start], dtype=torch.float64)
+        dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
+        if k >= 2:
+            samples.append(float(elapsed))
+    return statistics.median(samples)
+
+
+def optimizer_step_together_s(world: int, numel: int, repeats: int = 10) -> float:
+    """One Adam step over ``numel`` fp32 parameters with ``world`` processes stepping at once,
+    s — a primitive: on a small host the update is bound by memory bandwidth, which the ranks
+    share (on this 2-core VM, 4.2M parameters take 6.9 ms alone and up to 34 ms four at a
+    time), so a one-process profile cannot say what it costs inside a step."""
+    return float(spawn(_adam_together, world, numel, repeats, timeout=60)[0])
+
+
 def predict_step(world: int, stage: int, units: list[UnitCost],
-                 calibration: str | Path | None = None) -> float:
-    """Predicted seconds of one step on this machine's calibrated twin of ``world`` ranks."""
+                 calibration: str | Path | None = None,
+                 update_together_s: float | None = None) -> float:
+    """Predicted seconds of one step on this machine's calibrated twin of ``world`` ranks.
+
+    ``update_together_s``: the optimizer step over this stage's elements per rank (all of them
+    at stage 0, ``⌈Ψ/N_d⌉`` otherwise) measured with every rank stepping at once
+    (:func:`optimizer_step_together_s`); it replaces the one-process update times, shared by
+    the units in proportion to their size. ``None``: the one-process times on shared cores.
+    """
     entry = find_entry(world, "gloo", path=calibration)
     cluster = Cluster.from_calibration(entry, world)
-    return simulate_zero_step(cluster, units, stage, cores=entry.cores).makespan_s
+    if update_together_s is not None:
+        total = sum(u.numel for u in units)
+        per_rank = total if stage == 0 else -(-total // world)
+        units = [UnitCost(u.numel, u.forward_s, u.backward_s,
+                          update_together_s * u.numel / per_rank) for u in units]
+    return simulate_zero_step(cluster, units, stage, cores=entry.cores,
+                              update_measured_together=update_together_s is not None
+                              ).makespan_s
 
 
 def _time_stages(stages: tuple[int, ...], widths: tuple[int, ...], batch: int, repeats: int
@@ -177,8 +218,12 @@ def compare_stages(world: int, widths: tuple[int, ...], batch: int, repeats: int
     """Predict (from a one-process profile and the calibration) and measure each stage."""
     units = profile_units(mlp(widths), batch)
     params = parameter_count(widths)
+    together = {n: optimizer_step_together_s(world, n)
+                for n in {params if stage == 0 else -(-params // world) for stage in stages}}
     measured = measure_stages(world, stages, widths, batch, repeats)
-    return [StagePoint(world, stage, params, predict_step(world, stage, units, calibration),
+    return [StagePoint(world, stage, params,
+                       predict_step(world, stage, units, calibration, together[
+                           params if stage == 0 else -(-params // world)]),
                        measured[stage]["median_s"], measured[stage]["p10_s"],
                        measured[stage]["p90_s"],
                        model_state_bytes(params, stage, world, "fp32", "adam").as_dict(),

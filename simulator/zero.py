@@ -281,9 +281,9 @@ def zero_step(comm: SimComm, units: Sequence[UnitCost], stage: int, itemsize: in
     if not math.isinf(shared["cores"]):
         pool = shared.setdefault("pool", CorePool(comm.env, shared["cores"]))
 
-    def spend(seconds: float, name: str) -> SimGen:
+    def spend(seconds: float, name: str, shared_cores: bool = True) -> SimGen:
         start = comm.now
-        if pool is None:
+        if pool is None or not shared_cores:
             yield comm.env.timeout(seconds)
         else:
             yield from pool.run(seconds)
@@ -315,16 +315,20 @@ def zero_step(comm: SimComm, units: Sequence[UnitCost], stage: int, itemsize: in
     update_s = math.fsum(u.update_s if stage == 0 else
                          u.update_s * shard_elements(u.numel, p) / max(u.numel, 1)
                          for u in units)
-    yield from spend(update_s, "optimizer step")
+    yield from spend(update_s, "optimizer step", not shared["update_measured_together"])
     if stage in (1, 2):
         for unit in units:
             yield from collective("all_gather", unit)
 
 
 def simulate_zero_step(cluster: Cluster, units: Sequence[UnitCost], stage: int,
-                       itemsize: int = 4, cores: float = math.inf) -> SimResult:
+                       itemsize: int = 4, cores: float = math.inf,
+                       update_measured_together: bool = False) -> SimResult:
     """One training step of ZeRO ``stage`` on ``cluster`` (every rank data-parallel): makespan,
     per-rank finish and the trace of compute and messages. ``cores``: CPU cores the ranks
-    share (``math.inf``: one each, e.g. GPUs)."""
+    share (``math.inf``: one each, e.g. GPUs). ``update_measured_together``: the units'
+    ``update_s`` were measured with every rank updating at once (memory bandwidth and cores
+    already shared), so the optimizer step does not go through the core pool again."""
     _check(0, stage, cluster.world_size)
-    return run_spmd(cluster, zero_step, list(units), stage, itemsize, {"cores": cores})
+    return run_spmd(cluster, zero_step, list(units), stage, itemsize,
+                    {"cores": cores, "update_measured_together": update_measured_together})

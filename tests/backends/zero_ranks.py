@@ -176,8 +176,7 @@ MEMORY_WIDTHS = (64, 96, 33, 64)
 
 def run_all() -> dict[str, Any]:
     """The whole test matrix in one process group: parity with plain data parallelism, with
-    PyTorch's own (from 2 ranks on), and the measured model states."""
-    world = dist.get_world_size()
+    PyTorch's own, and the measured model states."""
     return {"matrix": run_matrix(),
-            "builtin": {stage: run_builtin(stage) for stage in (1, 3)} if world > 1 else {},
+            "builtin": {stage: run_builtin(stage) for stage in (1, 3)},
             "memory": run_memory(MEMORY_WIDTHS)}

@@ -137,3 +137,14 @@ def test_two_ranks_on_one_core_take_twice_the_compute():
     alone = simulate_zero_step(cluster, UNITS, 0, cores=2).makespan_s
     shared = simulate_zero_step(cluster, UNITS, 0, cores=1).makespan_s
     assert shared == pytest.approx(2 * alone, rel=1e-3)
+
+
+def test_an_update_measured_together_does_not_share_the_cores_again():
+    device = Device("d", 1e12, 1e12, 80 * GB)
+    cluster = Cluster.homogeneous("x", device, Topology.fully_connected(2, Link(0.0, 1e15)))
+    units = [UnitCost(1000, 0.0, 0.0, 1e-2)]
+    pooled = simulate_zero_step(cluster, units, 0, cores=1).makespan_s
+    together = simulate_zero_step(cluster, units, 0, cores=1,
+                                  update_measured_together=True).makespan_s
+    assert pooled == pytest.approx(2e-2, rel=1e-6)  # two ranks' updates on one core
+    assert together == pytest.approx(1e-2, rel=1e-6)  # already measured side by side
