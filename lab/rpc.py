@@ -14,7 +14,6 @@ Seconds and bytes throughout.
 
 from __future__ import annotations
 
-import itertools
 import statistics
 import time
 from collections.abc import Sequence
@@ -30,6 +29,7 @@ from backends.launch import spawn
 from backends.pipeline.profiler import profile_layers
 from backends.rpc import SplitModel, init_rpc, shutdown, train_split, worker_name
 from lab.calibrate import Fit, fit_alpha_beta
+from lab.models import mlp
 from simulator.core.hardware import Cluster, Device
 from simulator.core.network import Link, Topology
 from simulator.rpc import StageCost, simulate_split_step
@@ -81,15 +81,6 @@ def calibrate_rpc(sizes: Sequence[int] = ECHO_SIZES, repeats: int = 20,
         raise ValueError(f"an RPC echo needs at least 2 processes, got {world}")
     times = spawn(_echo_sweep, world, list(sizes), repeats, idle_s, timeout=60)[0]
     return fit_alpha_beta([4 * max(n // 4, 1) for n in sizes], times)
-
-
-def mlp(widths: tuple[int, ...], seed: int = 0) -> nn.Sequential:
-    """``Linear``/``Tanh`` layers (no activation at the end), seeded."""
-    torch.manual_seed(seed)
-    mods: list[nn.Module] = []
-    for a, b in itertools.pairwise(widths):
-        mods += [nn.Linear(a, b), nn.Tanh()]
-    return nn.Sequential(*mods[:-1])
 
 
 def stage_module(widths: tuple[int, ...], stages: int, index: int) -> nn.Module:

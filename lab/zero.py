@@ -15,7 +15,6 @@ Times are seconds, sizes bytes.
 
 from __future__ import annotations
 
-import itertools
 import statistics
 import time
 from dataclasses import dataclass
@@ -29,23 +28,10 @@ from torch import nn
 from backends.launch import spawn
 from backends.pipeline.profiler import profile_layers
 from backends.zero import Zero
+from lab.models import mlp, parameter_count
 from simulator.core.calibration import find_entry
 from simulator.core.hardware import Cluster
 from simulator.zero import UnitCost, model_state_bytes, simulate_zero_step
-
-
-def mlp(widths: tuple[int, ...], seed: int = 0) -> nn.Sequential:
-    """``Linear``/``Tanh`` layers ``widths[0] → widths[1] → …`` (no activation at the end)."""
-    torch.manual_seed(seed)
-    layers: list[nn.Module] = []
-    for a, b in itertools.pairwise(widths):
-        layers += [nn.Linear(a, b), nn.Tanh()]
-    return nn.Sequential(*layers[:-1])
-
-
-def parameter_count(widths: tuple[int, ...]) -> int:
-    """Parameters of :func:`mlp` (weights and biases)."""
-    return sum(a * b + b for a, b in itertools.pairwise(widths))
 
 
 def _median_s(fn: Any, repeats: int, warmup: int = 2) -> float:
