@@ -31,7 +31,6 @@ not pay — about a tenth more backward at a batch of 1000 on 4 replicas.
 from __future__ import annotations
 
 import functools
-import itertools
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -43,6 +42,7 @@ from torch import nn
 
 from backends.data_parallel import DataParallel
 from backends.measure import Timing
+from lab import models
 from simulator.core.comm import SimResult
 from simulator.core.engine import Trace
 from simulator.data_parallel import (
@@ -59,14 +59,8 @@ SMOKE_WIDTHS = (32, 64, 10)
 
 
 def mlp(widths: Sequence[int], seed: int = 0) -> nn.Sequential:
-    """``Linear`` layers of ``widths`` with ReLU between them."""
-    torch.manual_seed(seed)
-    layers: list[nn.Module] = []
-    for i, (a, b) in enumerate(itertools.pairwise(widths)):
-        layers.append(nn.Linear(a, b))
-        if i < len(widths) - 2:
-            layers.append(nn.ReLU())
-    return nn.Sequential(*layers)
+    """``Linear`` layers of ``widths`` with ReLU between them (:func:`lab.models.mlp`)."""
+    return models.mlp(widths, seed, nn.ReLU)
 
 
 def cores() -> int:

@@ -39,17 +39,13 @@ SMOKE_WIDTHS = (256,) * 5
 
 
 def build_mlp(widths: Sequence[int], seed: int = 0) -> Any:
-    """``Linear → ReLU → … → Linear`` with the given widths (float32, seeded)."""
-    import torch
+    """``Linear → ReLU → … → Linear`` with the given widths (float32, seeded;
+    :func:`lab.models.mlp`)."""
     from torch import nn
 
-    torch.manual_seed(seed)
-    layers: list[nn.Module] = []
-    for i, (a, b) in enumerate(itertools.pairwise(widths)):
-        layers.append(nn.Linear(a, b))
-        if i < len(widths) - 2:
-            layers.append(nn.ReLU())
-    return nn.Sequential(*layers)
+    from lab.models import mlp
+
+    return mlp(widths, seed, nn.ReLU)
 
 
 def _median_time(fn: Callable[[], Any], repeats: int) -> float:
