@@ -103,3 +103,15 @@ def measure_many(fns: Sequence[Callable[[], Any]], repeats: int = 10, warmup: in
         for fn, calls, out in zip(fns, inners, samples, strict=True):
             out.append(timed(fn, calls) / calls)
     return [Timing.from_samples(s) for s in samples]
+
+
+def median_time(fn: Callable[[], Any], repeats: int = 10, warmup: int = 2) -> float:
+    """Median seconds of ``fn()`` in *this* process alone (no group, no barrier): for the
+    one-process primitives a prediction is built from (a layer's forward, an optimizer step)."""
+    samples = []
+    for k in range(warmup + repeats):
+        start = time.perf_counter()
+        fn()
+        if k >= warmup:
+            samples.append(time.perf_counter() - start)
+    return statistics.median(samples)

@@ -26,6 +26,7 @@ import torch.distributed.rpc as rpc
 from torch import nn
 
 from backends.launch import spawn
+from backends.measure import median_time
 from backends.pipeline.profiler import profile_layers
 from backends.rpc import SplitModel, init_rpc, shutdown, train_split, worker_name
 from lab.calibrate import Fit, fit_alpha_beta
@@ -98,12 +99,7 @@ def _sgd_step_s(module: nn.Module, repeats: int) -> float:
     for p in params:
         p.grad = torch.zeros_like(p)
     opt = torch.optim.SGD(params, lr=0.01)
-    samples = []
-    for _ in range(repeats + 2):
-        start = time.perf_counter()
-        opt.step()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples[2:])
+    return median_time(opt.step, repeats)
 
 
 def profile_stages(widths: tuple[int, ...], stages: int, batch: int, repeats: int = 10

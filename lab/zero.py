@@ -26,6 +26,7 @@ import torch.distributed as dist
 from torch import nn
 
 from backends.launch import spawn
+from backends.measure import median_time
 from backends.pipeline.profiler import profile_layers
 from backends.zero import Zero
 from lab.models import mlp, parameter_count
@@ -34,22 +35,12 @@ from simulator.core.hardware import Cluster
 from simulator.zero import UnitCost, model_state_bytes, simulate_zero_step
 
 
-def _median_s(fn: Any, repeats: int, warmup: int = 2) -> float:
-    samples = []
-    for k in range(warmup + repeats):
-        start = time.perf_counter()
-        fn()
-        if k >= warmup:
-            samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
-
-
 def optimizer_step_s(numel: int, repeats: int = 10, lr: float = 1e-3) -> float:
     """One ``torch.optim.Adam`` step over ``numel`` fp32 parameters on this process, s."""
     param = nn.Parameter(torch.zeros(max(numel, 1)))
     param.grad = torch.randn_like(param)
     opt = torch.optim.Adam([param], lr=lr)
-    return _median_s(opt.step, repeats)
+    return median_time(opt.step, repeats)
 
 
 def _numel(module: nn.Module) -> int:
@@ -87,22 +78,28 @@ def profile_units(model: nn.Sequential, batch: int, repeats: int = 10) -> list[U
     return units
 
 
+def _slowest_rank_times(fn: Any, repeats: int, warmup: int = 2) -> list[float]:
+    """Rank program piece: every rank runs ``fn`` at the same moment (a barrier first); the
+    slowest rank's seconds of each repeat after the warm-ups (the step ends with it)."""
+    samples = []
+    for k in range(warmup + repeats):
+        dist.barrier()
+        start = time.perf_counter()
+        fn()
+        elapsed = torch.tensor([time.perf_counter() - start], dtype=torch.float64)
+        dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
+        if k >= warmup:
+            samples.append(float(elapsed))
+    return samples
+
+
 def _adam_together(numel: int, repeats: int) -> float:
     """Rank program: every rank steps Adam over ``numel`` parameters at the same moment; the
     median over repeats of the slowest rank's time, s."""
     param = nn.Parameter(torch.zeros(max(numel, 1)))
     param.grad = torch.randn_like(param)
     opt = torch.optim.Adam([param], lr=1e-3)
-    samples = []
-    for k in range(2 + repeats):
-        dist.barrier()
-        start = time.perf_counter()
-        opt.step()
-        elapsed = torch.tensor([time.perf_counter() - start], dtype=torch.float64)
-        dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
-        if k >= 2:
-            samples.append(float(elapsed))
-    return statistics.median(samples)
+    return statistics.median(_slowest_rank_times(opt.step, repeats))
 
 
 def optimizer_step_together_s(world: int, numel: int, repeats: int = 10) -> float:
@@ -145,18 +142,14 @@ def _time_stages(stages: tuple[int, ...], widths: tuple[int, ...], batch: int, r
     out = {}
     for stage in stages:
         zero = Zero(mlp(widths), torch.optim.Adam, stage=stage, lr=1e-3)
-        samples = []
-        for k in range(2 + repeats):
-            dist.barrier()
-            start = time.perf_counter()
+
+        def step(zero: Zero = zero) -> None:
             zero.zero_grad()
             ((zero(x) - y) ** 2).mean().backward()
             zero.step()
-            elapsed = torch.tensor([time.perf_counter() - start], dtype=torch.float64)
-            dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)  # the step ends with the slowest
-            if k >= 2:
-                samples.append(float(elapsed))
-        out[stage] = {"samples_s": samples, "model_states": zero.model_states()}
+
+        out[stage] = {"samples_s": _slowest_rank_times(step, repeats),
+                      "model_states": zero.model_states()}
         del zero
     return out
 

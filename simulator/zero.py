@@ -40,7 +40,7 @@ from simulator.collectives.all_reduce import ring_all_reduce, ring_phases_fast
 from simulator.collectives.reduce_scatter import ring_reduce_scatter
 from simulator.core.comm import SimComm, SimGen, SimResult, run_spmd
 from simulator.core.hardware import Cluster
-from simulator.pipeline.cores import CorePool
+from simulator.pipeline.cores import CorePool, spend
 
 Precision = Literal["mixed", "fp32"]
 Optimizer = Literal["adam", "sgd", "momentum"]
@@ -281,13 +281,8 @@ def zero_step(comm: SimComm, units: Sequence[UnitCost], stage: int, itemsize: in
     if not math.isinf(shared["cores"]):
         pool = shared.setdefault("pool", CorePool(comm.env, shared["cores"]))
 
-    def spend(seconds: float, name: str, shared_cores: bool = True) -> SimGen:
-        start = comm.now
-        if pool is None or not shared_cores:
-            yield comm.env.timeout(seconds)
-        else:
-            yield from pool.run(seconds)
-        comm.span("compute", name, start)
+    def compute(seconds: float, name: str, shared_cores: bool = True) -> SimGen:
+        yield from spend(comm, seconds, name, pool if shared_cores else None)
 
     def padded(unit: UnitCost) -> int:
         return shard_elements(unit.numel, p) * p * itemsize
@@ -302,11 +297,11 @@ def zero_step(comm: SimComm, units: Sequence[UnitCost], stage: int, itemsize: in
     for i, unit in enumerate(units):
         if stage == 3:
             yield from collective("all_gather", unit)
-        yield from spend(unit.forward_s, f"forward {i}")
+        yield from compute(unit.forward_s, f"forward {i}")
     for i, unit in reversed(list(enumerate(units))):
         if stage == 3:
             yield from collective("all_gather", unit)
-        yield from spend(unit.backward_s, f"backward {i}")
+        yield from compute(unit.backward_s, f"backward {i}")
         if stage >= 2:
             yield from collective("reduce_scatter", unit)
     if stage <= 1:
@@ -315,7 +310,7 @@ def zero_step(comm: SimComm, units: Sequence[UnitCost], stage: int, itemsize: in
     update_s = math.fsum(u.update_s if stage == 0 else
                          u.update_s * shard_elements(u.numel, p) / max(u.numel, 1)
                          for u in units)
-    yield from spend(update_s, "optimizer step", not shared["update_measured_together"])
+    yield from compute(update_s, "optimizer step", not shared["update_measured_together"])
     if stage in (1, 2):
         for unit in units:
             yield from collective("all_gather", unit)

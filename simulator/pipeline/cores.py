@@ -19,6 +19,8 @@ from typing import Any
 
 import simpy
 
+from simulator.core.comm import SimComm, SimGen
+
 
 class CorePool:
     """``cores`` cores shared fairly by whatever computations run at the moment."""
@@ -71,3 +73,15 @@ class CorePool:
         self._ids += 1
         self._reschedule()
         yield done
+
+
+def spend(comm: SimComm, seconds: float, name: str, cores: CorePool | None) -> SimGen:
+    """Rank ``comm`` computes for ``seconds`` of one-core time — on ``cores`` if given, else on
+    a core of its own — recorded as a ``compute`` span; returns the wall time it took, s."""
+    start = comm.now
+    if cores is None:
+        yield comm.env.timeout(seconds)
+    else:
+        yield from cores.run(seconds)
+    comm.span("compute", name, start)
+    return comm.now - start

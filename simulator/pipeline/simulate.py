@@ -47,6 +47,7 @@ from simulator.core.engine import Trace
 from simulator.core.hardware import Cluster
 from simulator.pipeline.balance import balance_by_time
 from simulator.pipeline.cores import CorePool
+from simulator.pipeline.cores import spend as spend_on_cores
 from simulator.pipeline.profile import LayerProfile, stage_profiles
 from simulator.pipeline.schedules import (
     Schedule,
@@ -137,17 +138,6 @@ def _checkpointed(mode: str, microbatch: int, microbatches: int) -> bool:
     return mode == "always" or (mode == "except_last" and microbatch < microbatches - 1)
 
 
-def _spend(comm: SimComm, seconds: float, name: str, cores: CorePool | None) -> SimGen:
-    """Compute for ``seconds`` (one-core time); return the wall time it took, s."""
-    start = comm.now
-    if cores is None:
-        yield comm.env.timeout(seconds)
-    else:
-        yield from cores.run(seconds)
-    comm.span("compute", name, start)
-    return comm.now - start
-
-
 def _tag(stage: int, microbatch: int, stages: int, backward: bool) -> int:
     """A message tag naming (micro-batch, receiving stage, direction): never mismatched."""
     return 2 * (microbatch * stages + stage) + backward
@@ -169,7 +159,7 @@ def pipeline_stage(comm: SimComm, schedule: Schedule, costs: Sequence[StageCost]
         pool = shared.setdefault("pool", CorePool(comm.env, shared["cores"]))
 
     def spend(seconds: float, name: str) -> SimGen:
-        return _spend(comm, seconds, name, pool)
+        return spend_on_cores(comm, seconds, name, pool)
 
     p = len(schedule)
     pipe = comm.new_group([comm.rank // p * p + s for s in range(p)])
