@@ -1,0 +1,305 @@
+"""One Horovod training step, simulated: backward, the background thread's cycles, the step.
+
+Twin of :mod:`backends.horovod` (the engine and ``DistributedOptimizer``); book chapter 7,
+"The background thread", "Background-thread architecture"; Sergeev & Del Balso 2018; Horovod
+``horovod/common/operations.cc`` (``RunLoopOnce``, ``PerformOperation``) and ``controller.cc``
+(``ComputeResponseList``). Every rank runs two threads::
+
+    main        forward ─ backward fcL ─ fcL−1 ─ … ─ fc0 ─ synchronize ─ optimizer
+                        enqueue ↑ gradients of each layer (a request per tensor)
+    background  N ▒▒ N ▒▒ N [copy-in · all-reduce · copy-out] N [ … ] …     (every c s)
+
+* the **main thread** runs forward and backward layer by layer (a one-process profile,
+  :class:`simulator.ddp.Workload`); each parameter's gradient, once ready, is *enqueued*
+  (``DistributedOptimizer``'s hook → ``allreduce_async_``); ``step()`` first *synchronizes*
+  (waits for every handle), then runs the optimizer;
+* the **background thread** loops (:func:`background_loop`): sleep until ``cycle_time`` has
+  passed since the previous cycle began; pop the tensor queue; **negotiate** — with the
+  response cache, one all-reduce of a bit vector among all ranks (``negotiation_s``); the tensors
+  ready on *every* rank become responses, in the agreed order, fused by
+  :func:`~simulator.horovod.fusion.fuse_responses`; **perform** each: a response of several
+  tensors is copied into the fusion buffer, all-reduced, and copied out; a single tensor is
+  reduced in place; the handles complete.
+
+A collective starts when the last rank reaches it (the ranks meet at every negotiation, so
+their cycles stay aligned). Its duration is its time alone on the network model
+(:class:`HorovodCosts`); on a host whose ranks share CPU cores, every thread's work — backward,
+copies, the background thread's communication — runs on :class:`simulator.ddp.CoreShare`, so
+four ranks with eight busy threads on two cores are slowed as measured, not hidden.
+
+Units: seconds, bytes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import simpy
+
+from simulator.core.comm import SimComm, SimGen, run_spmd
+from simulator.core.engine import Trace
+from simulator.core.hardware import Cluster
+from simulator.ddp import CoreShare, Interference, Workload, all_reduce_time
+from simulator.horovod.fusion import Response, fuse_responses
+
+MiB = 2**20
+DEFAULT_FUSION_THRESHOLD_BYTES = 128 * MiB
+"""``HOROVOD_FUSION_THRESHOLD``'s default in recent releases (64 MiB in the paper)."""
+DEFAULT_CYCLE_TIME_S = 1e-3
+"""``HOROVOD_CYCLE_TIME``'s default in recent releases, 1 ms (5 ms in the first ones)."""
+CACHE_CAPACITY = 1024
+"""``HOROVOD_CACHE_CAPACITY``'s default: bits in the negotiation's bit vector."""
+
+
+@dataclass(frozen=True)
+class HorovodSettings:
+    """The knobs of the background thread.
+
+    Attributes:
+        fusion_threshold_bytes: largest fused response, bytes (0: no fusion).
+        cycle_time_s: shortest time between the starts of two cycles, s.
+    """
+
+    fusion_threshold_bytes: int = DEFAULT_FUSION_THRESHOLD_BYTES
+    cycle_time_s: float = DEFAULT_CYCLE_TIME_S
+
+    def __post_init__(self) -> None:
+        if self.fusion_threshold_bytes < 0:
+            raise ValueError(f"the fusion threshold must be ≥ 0 bytes, got "
+                             f"{self.fusion_threshold_bytes}")
+        if not (self.cycle_time_s >= 0 and math.isfinite(self.cycle_time_s)):
+            raise ValueError(f"the cycle time must be a finite number ≥ 0 s, got "
+                             f"{self.cycle_time_s}")
+
+
+@dataclass(frozen=True)
+class HorovodCosts:
+    """What each piece of the engine costs on one machine, alone (s, bytes/s).
+
+    Attributes:
+        all_reduce_s: one all-reduce of ``n`` bytes among all ranks, nothing else running.
+        negotiation_s: one negotiation round (the response cache's bit-vector all-reduce).
+        memcpy_Bps: copy rate into and out of the fusion buffer (``inf``: free).
+        scale_Bps: rate of the averaging pass over each reduced response (``inf``: none).
+        optimizer_Bps: bytes of parameters the optimizer step updates per second (``inf``:
+            free).
+        enqueue_s: the main thread's cost of enqueuing one request.
+    """
+
+    all_reduce_s: Callable[[int], float]
+    negotiation_s: float
+    memcpy_Bps: float = math.inf
+    scale_Bps: float = math.inf
+    optimizer_Bps: float = math.inf
+    enqueue_s: float = 0.0
+
+    @classmethod
+    def on(cls, cluster: Cluster, negotiation_bytes: int = CACHE_CAPACITY // 8,
+           **overrides: float) -> HorovodCosts:
+        """The costs on ``cluster``: gloo's ring all-reduce (:func:`simulator.ddp.
+        all_reduce_time`, memoised per size) for both the fused responses and the bit vector
+        (``negotiation_bytes``), the device's copy rate for the fusion buffer and its
+        reduction rate for the averaging pass and the optimizer (SGD, one pass)."""
+        memo: dict[int, float] = {}
+        single = cluster.world_size == 1
+
+        def all_reduce_s(nbytes: int) -> float:
+            if single:
+                return 0.0
+            if nbytes not in memo:
+                memo[nbytes] = all_reduce_time(cluster, nbytes)
+            return memo[nbytes]
+
+        dev = cluster.devices[0]
+        values: dict[str, float] = {"negotiation_s": all_reduce_s(negotiation_bytes),
+                                    "memcpy_Bps": dev.memcpy_Bps, "scale_Bps": dev.reduce_Bps,
+                                    "optimizer_Bps": dev.reduce_Bps}
+        values.update(overrides)
+        return cls(all_reduce_s, **values)
+
+
+@dataclass
+class _Controller:
+    """What every rank of one simulated step shares: the host's cores, the tensor queues,
+    what each rank has popped, the agreed responses of each cycle, and collective arrivals."""
+
+    env: simpy.Environment
+    host: CoreShare
+    world_size: int
+    tensors: list[Response]
+    threshold: int
+    queues: list[list[int]] = field(default_factory=list)
+    popped: list[set[int]] = field(default_factory=list)
+    agreed: set[int] = field(default_factory=set)
+    responses: dict[int, list[list[int]]] = field(default_factory=dict)
+    arrived: dict[tuple[object, ...], int] = field(default_factory=dict)
+    starts: dict[tuple[object, ...], simpy.Event] = field(default_factory=dict)
+    order: dict[int, int] = field(default_factory=dict)
+
+    def enqueue(self, rank: int, tensor: int) -> None:
+        """``allreduce_async_``: a request for ``tensor`` joins ``rank``'s tensor queue; the
+        first request of a tensor fixes its place in the agreed order (the response cache
+        keeps the order in which tensors first became ready)."""
+        self.queues[rank].append(tensor)
+        self.order.setdefault(tensor, len(self.order))
+
+    def join(self, key: tuple[object, ...]) -> simpy.Event:
+        """A collective starts when the last rank reaches it: this rank arrives at it."""
+        event = self.starts.setdefault(key, self.env.event())
+        self.arrived[key] = self.arrived.get(key, 0) + 1
+        if self.arrived[key] == self.world_size:
+            event.succeed()
+        return event
+
+    def compute_response_list(self, cycle: int) -> list[list[int]]:
+        """The fused responses of ``cycle`` (computed once, the same on every rank): tensors
+        popped by every rank and not yet agreed, in request order, fused."""
+        if cycle not in self.responses:
+            ready = sorted(set.intersection(*self.popped) - self.agreed, key=self.order.__getitem__)
+            self.agreed.update(ready)
+            groups = fuse_responses([self.tensors[i] for i in ready], self.threshold)
+            self.responses[cycle] = [[int(r.name) for r in g] for g in groups]
+        return self.responses[cycle]
+
+
+def background_loop(comm: SimComm, ctl: _Controller, settings: HorovodSettings,
+                    costs: HorovodCosts, handles: list[simpy.Event]) -> SimGen:
+    """The background thread of one rank (``RunLoopOnce`` in a loop) until every handle is
+    done: sleep, pop, negotiate, perform the fused responses."""
+    r, host, sizes = comm.rank, ctl.host, [t.nbytes for t in ctl.tensors]
+    cycle, last_start = 0, -math.inf
+    while not all(h.triggered for h in handles):
+        yield comm.env.timeout(max(0.0, last_start + settings.cycle_time_s - comm.now))
+        last_start = start = comm.now
+        ctl.popped[r].update(ctl.queues[r])
+        ctl.queues[r].clear()
+        yield ctl.join(("negotiate", cycle))
+        yield from host.run(costs.negotiation_s, "comm")
+        comm.span("negotiate", f"negotiate cycle {cycle}", start)
+        for k, group in enumerate(ctl.compute_response_list(cycle)):
+            nbytes = sum(sizes[i] for i in group)
+            fused = len(group) > 1
+            if fused:
+                begin = comm.now
+                yield from host.run(nbytes / costs.memcpy_Bps)
+                comm.span("memcpy", "memcpy in fusion buffer", begin, nbytes)
+            begin = comm.now
+            yield ctl.join(("allreduce", cycle, k))
+            yield from host.run(costs.all_reduce_s(nbytes), "comm")
+            comm.span("allreduce", f"allreduce {len(group)} tensors", begin, nbytes)
+            begin = comm.now
+            yield from host.run(nbytes / costs.scale_Bps + (nbytes / costs.memcpy_Bps
+                                                             if fused else 0.0))
+            if fused:
+                comm.span("memcpy", "memcpy out fusion buffer", begin, nbytes)
+            for i in group:
+                handles[i].succeed()
+        cycle += 1
+
+
+def horovod_step(comm: SimComm, workload: Workload, ctl: _Controller,
+                 settings: HorovodSettings, costs: HorovodCosts) -> SimGen:
+    """One training step of one rank: the main thread, with its background thread beside."""
+    env, host = comm.env, ctl.host
+    handles = [env.event() for _ in ctl.tensors]
+    background = env.process(background_loop(comm, ctl, settings, costs, handles))
+    start = comm.now
+    for layer in workload.layers:
+        yield from host.run(layer.forward_s)
+    comm.span("compute", "forward", start)
+    first = [0]
+    for layer in workload.layers:
+        first.append(first[-1] + len(layer.param_bytes))
+    for index in reversed(range(len(workload.layers))):
+        layer, start = workload.layers[index], comm.now
+        yield from host.run(layer.backward_s)
+        comm.span("compute", f"backward {layer.name}", start)
+        for i in reversed(range(first[index], first[index + 1])):
+            yield from host.run(costs.enqueue_s)
+            ctl.enqueue(comm.rank, i)
+            comm.span("enqueue", ctl.tensors[i].name, comm.now, ctl.tensors[i].nbytes)
+    start = comm.now
+    yield env.all_of(handles)
+    comm.span("wait", "synchronize", start)
+    start = comm.now
+    yield from host.run(workload.param_bytes / costs.optimizer_Bps)
+    comm.span("compute", "optimizer", start, workload.param_bytes)
+    yield background
+
+
+@dataclass(frozen=True)
+class HorovodPrediction:
+    """A simulated Horovod step (times in s from the start of forward).
+
+    Attributes:
+        step_s: forward to the end of the optimizer step, slowest rank.
+        backward_end_s: when the last layer's backward finished (latest rank).
+        exposed_comm_s: how long ranks waited in ``synchronize`` (slowest rank): the
+            communication that overlapping with backward did not hide.
+        cycles: background-thread cycles rank 0 ran during the step.
+        fused_bytes: the size of each fused all-reduce, in order, bytes.
+        trace: every rank's spans (``compute``, ``enqueue``, ``negotiate``, ``memcpy``,
+            ``allreduce``, ``wait``).
+    """
+
+    step_s: float
+    backward_end_s: float
+    exposed_comm_s: float
+    cycles: int
+    fused_bytes: list[int]
+    trace: Trace
+
+    @property
+    def all_reduces(self) -> int:
+        """Fused all-reduces per step."""
+        return len(self.fused_bytes)
+
+
+def tensor_names(workload: Workload) -> list[Response]:
+    """One response per parameter, registration order (``allreduce.fc1.0``: the layer's
+    first parameter)."""
+    return [Response(f"{i}", nbytes) for i, nbytes in enumerate(workload.param_sizes)]
+
+
+def predict_step(cluster: Cluster, workload: Workload,
+                 settings: HorovodSettings = HorovodSettings(),
+                 costs: HorovodCosts | None = None, cores: float = math.inf,
+                 comm_demand: float = 1.0,
+                 interference: Interference | None = None) -> HorovodPrediction:
+    """Simulate one Horovod step of ``workload`` on ``cluster``.
+
+    Args:
+        cluster: the ranks and their network (``Cluster.from_calibration`` for this machine).
+        workload: the model, with per-layer times on one free core.
+        settings: fusion threshold and cycle time.
+        costs: the engine's costs (default :meth:`HorovodCosts.on` the cluster).
+        cores: CPU cores the ranks share (``inf``: one device each, no sharing).
+        comm_demand: cores a rank's communication keeps busy (see :class:`CoreShare`).
+        interference: measured speeds of compute and communication while both run.
+    """
+    costs = costs or HorovodCosts.on(cluster)
+    if settings.cycle_time_s == 0 and costs.negotiation_s == 0:
+        raise ValueError("a cycle time of 0 with a free negotiation would spin for ever; "
+                         "give a cycle time > 0")
+    tensors = tensor_names(workload)
+    p = cluster.world_size
+    holder: list[_Controller] = []
+
+    def program(comm: SimComm) -> SimGen:
+        if not holder:
+            host = CoreShare(comm.env, cores, p, comm_demand, interference)
+            holder.append(_Controller(comm.env, host, p, tensors,
+                                      settings.fusion_threshold_bytes,
+                                      [[] for _ in range(p)], [set() for _ in range(p)]))
+        yield from horovod_step(comm, workload, holder[0], settings, costs)
+
+    result = run_spmd(cluster, program)
+    trace = result.trace
+    backward_end = max((s.end for s in trace if s.name.startswith("backward")), default=0.0)
+    waits = [s.duration for s in trace if s.kind == "wait"]
+    cycles = sum(1 for s in trace.for_rank(0) if s.kind == "negotiate")
+    fused = [s.nbytes for s in trace.for_rank(0) if s.kind == "allreduce"]
+    return HorovodPrediction(result.makespan_s, backward_end, max(waits, default=0.0), cycles,
+                             fused, trace)
