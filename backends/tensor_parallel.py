@@ -105,12 +105,15 @@ def megatron_groups(world_size: int, t: int, p: int = 1) -> ParallelGroups:
 
 def init_groups(t: int, p: int = 1) -> dict[str, Group]:
     """Create every group with ``dist.new_group`` (all ranks call it, in the same order, as
-    ``new_group`` requires) and return this rank's tensor, pipeline, data groups."""
+    ``new_group`` requires) and return this rank's tensor, pipeline, data groups, and its
+    embedding group when ``p > 1`` and it runs the first or the last stage."""
     world, rank = dist.get_world_size(), dist.get_rank()
     grid = megatron_groups(world, t, p)
     mine: dict[str, Group] = {}
-    for kind in ("tensor", "pipeline", "data"):
+    for kind in ("tensor", "pipeline", "data", "embedding"):
         for ranks in getattr(grid, kind):
+            if kind == "embedding" and len(ranks) == 1:
+                continue  # p = 1: the output layer IS the embedding, nothing to sum
             group = dist.new_group(ranks)
             if rank in ranks:
                 mine[kind] = group
@@ -611,21 +614,31 @@ class ParallelGPT(nn.Module):
             for p in [*self.lnf.parameters(), self.wpe.weight]:
                 _mark_sequence_parallel(p)
 
-    def local_logits(self, tokens: torch.Tensor) -> torch.Tensor:
-        """This rank's vocabulary slice of the logits, ``[s, b, V/t]``."""
+    def embed(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Tokens ``[b, s]`` → the first layer's input ``[s, b, h]`` (``[s/t, b, h]`` with
+        sequence parallelism): word embedding (vocabulary-parallel) plus position."""
         s = tokens.shape[1]
         pos = self.wpe.weight[:s].unsqueeze(1)  # [s, 1, h]
         if self.sequence_parallel:
             pos = _split(pos, 0, self.group)
-        x = self.drop(self.wte(tokens.t()) + pos)
-        for block in self.blocks:
-            x = block(x)
+        return self.drop(self.wte(tokens.t()) + pos)  # type: ignore[no-any-return]
+
+    def head(self, x: torch.Tensor) -> torch.Tensor:
+        """The last layer's output → this rank's ``V/t`` logits ``[s, b, V/t]``: final layer
+        norm, then the output layer tied to the word embedding."""
         x = self.lnf(x)
         if self.sequence_parallel:
             x = gather_from_sequence_parallel(x, self.group)
         else:
             x = copy_to_tensor_parallel(x, self.group)
         return F.linear(x, self.wte.weight)
+
+    def local_logits(self, tokens: torch.Tensor) -> torch.Tensor:
+        """This rank's vocabulary slice of the logits, ``[s, b, V/t]``."""
+        x = self.embed(tokens)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         return self.local_logits(tokens).transpose(0, 1)
@@ -731,11 +744,8 @@ def _all_reduce_flat(grads: list[torch.Tensor], group: Group, scale: float = 1.0
 
 
 def grid_sizes(world_size: int, t: int, p: int = 1) -> tuple[int, int, int]:
-    """``(t, p, d)`` for ``world_size`` ranks, with a one-line error when it does not fit.
-    This twin trains ``t × d`` grids; ``p > 1`` (the pipeline) is not wired in yet."""
-    if p != 1:
-        raise ValueError("pipeline parallelism (p > 1) is not supported by the real twin yet;"
-                         " use p = 1")
+    """``(t, p, d)`` for ``world_size`` ranks, with a one-line error when it does not fit
+    (``p > 1`` trains on the pipeline runtime: :mod:`backends.megatron`)."""
     grid = megatron_groups(world_size, t, p)
     return grid.t, grid.p, grid.d
 

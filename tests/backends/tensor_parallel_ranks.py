@@ -10,6 +10,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from backends import megatron
 from backends import tensor_parallel as tp
 
 SMALL = tp.GPTConfig(layers=2, hidden=32, heads=4, vocab=64, seq=16)
@@ -50,8 +51,59 @@ def gpt_case(c: tp.GPTConfig, t: int, sequence_parallel: bool) -> dict[str, floa
     got = {n: p.grad for n, p in model.named_parameters()}
     assert set(got) == set(want), sorted(set(got) ^ set(want))
     return {"logits": float((logits - tp.batch_shard(ref_logits, d, dp_rank)).abs().max().detach()),
-            "loss": abs(float(mean_loss) / d - float(ref_loss)),
+            "loss": abs(float(mean_loss) / d - float(ref_loss.detach())),
             "gradients": _max_diff(got, want)}
+
+
+def grid_case(c: tp.GPTConfig, t: int, p: int, sequence_parallel: bool,
+              microbatches: int) -> dict[str, float]:
+    """Loss and every gradient of this rank's stage of a ``t × p × d`` grid (the pipeline
+    runtime for ``p``, 1F1B over ``microbatches``) against the unsharded GPT on the whole
+    batch; max |Δ| of each (the loss on the last stage's ranks only)."""
+    grid = megatron.GridRank.create(t, p)
+    torch.manual_seed(1)
+    reference = tp.GPT(c)
+    tokens, targets = tp.lm_batch(c, BATCH * grid.d, seed=2)
+    ref_loss = reference.loss(tokens, targets)
+    ref_loss.backward()
+    ref_grads = {n: q.grad for n, q in reference.named_parameters()}
+
+    trained = megatron.GridGPT(c, grid, microbatches, sequence_parallel)
+    tp.load_shard(trained.model, reference)
+    mine, my_targets = (tp.batch_shard(x, grid.d, grid.dp_rank) for x in (tokens, targets))
+    loss = trained.forward_backward(mine, my_targets)
+    want = tp.shard_tensors(ref_grads, c, t, grid.tp_rank)
+    owned = {id(q) for q in trained.parameters()}
+    got = {n: q.grad for n, q in trained.model.named_parameters() if id(q) in owned}
+    assert all(g is not None for g in got.values()), [n for n, g in got.items() if g is None]
+    others = [n for n, q in trained.model.named_parameters() if id(q) not in owned]
+    assert all(dict(trained.model.named_parameters())[n].grad is None for n in others)
+    out = {"gradients": _max_diff(got, {n: want[n] for n in got}),  # type: ignore[arg-type]
+           "stage_parameters": float(len(got))}
+    lr = 0.1  # one SGD step: the tied copies of the word embedding move together
+    trained.train_step(torch.optim.SGD(trained.parameters(), lr=lr), mine, my_targets)
+    start = tp.shard_tensors(dict(reference.named_parameters()), c, t, grid.tp_rank)
+    stepped = {n: q for n, q in trained.model.named_parameters() if id(q) in owned}
+    out["step"] = max(float((q - (start[n] - lr * want[n])).abs().max().detach())
+                      for n, q in stepped.items())
+    if grid.last:
+        assert loss is not None
+        mean_loss = torch.tensor(loss)
+        dist.all_reduce(mean_loss, group=grid.data)
+        out["loss"] = abs(float(mean_loss) / grid.d - float(ref_loss))
+    return out
+
+
+GRIDS = {2: [(1, 2, False, 1), (1, 2, False, 3), (2, 1, False, 2)],
+         3: [(1, 3, False, 2), (3, 1, True, 2)],
+         4: [(2, 2, False, 2), (2, 2, True, 2), (1, 2, False, 2), (1, 4, False, 4),
+             (4, 1, False, 1)]}
+"""World → ``(t, p, sequence_parallel, microbatches)`` of the pipeline cases."""
+
+
+def grid_name(world: int, t: int, p: int, sequence_parallel: bool, microbatches: int) -> str:
+    d = world // (t * p)
+    return f"t{t}p{p}d{d}m{microbatches}{'-sp' if sequence_parallel else ''}"
 
 
 def mlp_vs_dtensor(hidden: int = 24) -> dict[str, float]:
@@ -133,6 +185,8 @@ def run_all() -> dict[str, Any]:
             if sp and t == 1:
                 continue
             out["gpt"][f"t{t}d{world // t}{'-sp' if sp else ''}"] = gpt_case(config, t, sp)
+    out["grid"] = {grid_name(world, *case): grid_case(config, *case)
+                   for case in GRIDS.get(world, [])}
     if world > 1:
         out["dtensor"] = mlp_vs_dtensor(24 if world != 3 else 36)
         group = tp.init_groups(world)["tensor"]

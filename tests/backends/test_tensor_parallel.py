@@ -1,6 +1,7 @@
 """Megatron tensor parallelism from scratch (chapter 12): the tensor-parallel GPT equals the
 unsharded one (logits, loss, gradients) for t = 1, 2, 3 with and without sequence
-parallelism (and t × d grids), our MLP equals PyTorch's DTensor ColwiseParallel /
+parallelism (and t × d grids), t × p × d grids on the pipeline runtime (tied embedding
+across stages) equal it too, our MLP equals PyTorch's DTensor ColwiseParallel /
 RowwiseParallel, and the process groups are Megatron's.
 
 One process group per world size runs every case (:func:`tensor_parallel_ranks.run_all`)."""
@@ -16,7 +17,7 @@ pytestmark = pytest.mark.timeout(180)
 ATOL = 1e-10  # float64
 
 
-@pytest.fixture(scope="module", params=[2, 3], ids=lambda w: f"world{w}")
+@pytest.fixture(scope="module", params=[2, 3, 4], ids=lambda w: f"world{w}")
 def results(request):
     world = request.param
     return world, spawn(tensor_parallel_ranks.run_all, world, timeout=60)
@@ -31,6 +32,33 @@ def test_parallel_gpt_equals_the_unsharded_gpt(results):
         for case, diffs in got["gpt"].items():
             for what, diff in diffs.items():
                 assert diff < ATOL, f"world {world} rank {rank} {case} {what}: max |Δ| = {diff}"
+
+
+def test_three_d_grids_equal_the_unsharded_gpt(results):
+    """t × p × d on the pipeline runtime (1F1B): every stage's gradients, the loss on the last
+    stage, and one SGD step (the word embedding's two copies stay equal) — p > 1 at worlds
+    2, 3 and 4, several micro-batch counts, sequence parallelism inside the stages."""
+    world, per_rank = results
+    want = {tensor_parallel_ranks.grid_name(world, *case)
+            for case in tensor_parallel_ranks.GRIDS[world]}
+    assert any(p > 1 for _, p, _, _ in tensor_parallel_ranks.GRIDS[world])
+    grid = tp.megatron_groups(world, 1, world)  # the last pipeline rank reports the loss
+    for rank, got in enumerate(per_rank):
+        assert set(got["grid"]) == want
+        for case, diffs in got["grid"].items():
+            p = int(case[3])
+            last = rank // (world // p) == p - 1
+            assert ("loss" in diffs) == last, f"{case} rank {rank}"
+            assert diffs["stage_parameters"] >= 2
+            for what, diff in diffs.items():
+                if what != "stage_parameters":
+                    assert diff < ATOL, f"world {world} rank {rank} {case} {what}: {diff}"
+    assert grid.embedding == [[0, world - 1]]
+    # every parameter of the GPT is trained by exactly the ranks of one stage
+    for case in want:
+        if case.startswith("t1") and "d1" in case:
+            owned = sum(got["grid"][case]["stage_parameters"] for got in per_rank)
+            assert owned == 2 + 12 * 2 + 2 + (world > 1)  # wte on first and last stage
 
 
 def test_mlp_equals_dtensor_colwise_rowwise(results):
@@ -75,8 +103,9 @@ def test_bad_grids_are_refused():
         tp.megatron_groups(6, t=4)
     with pytest.raises(ValueError, match="at least 1"):
         tp.megatron_groups(4, t=0)
-    with pytest.raises(ValueError, match="p > 1"):
-        tp.grid_sizes(4, t=2, p=2)
+    assert tp.grid_sizes(4, t=2, p=2) == (2, 2, 1)
+    with pytest.raises(ValueError, match="not a multiple of t·p"):
+        tp.grid_sizes(4, t=3, p=2)
 
 
 def test_parameter_count():
