@@ -13,6 +13,8 @@
 per rank, ``1gbit,1gbit,100mbit``): the ranks then run in their own network namespaces on
 rate-limited links (:mod:`backends.shaped`; needs root and iproute2).
     distml-lab store-demo [--world 4] [--missing-timeout 0.5] [--json]   (ch. 5 rendezvous)
+    distml-lab horovodrun -np 4 [--cycle-time-ms 1] [--fusion-threshold-mb 64]
+                          [--start-timeout 30] python train.py ARGS…          (ch. 7 launcher)
 
 Bad input gets one line on stderr and exit status 2, never a traceback; long work shows
 progress on stderr; ``--json`` prints one JSON document on stdout.
@@ -125,6 +127,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--missing-timeout", type=float, default=0.5,
                    help="seconds to wait for a key nobody sets (default 0.5)")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    p = sub.add_parser("horovodrun", help="run a command as np Horovod tasks on this machine "
+                       "(ch. 7)")
+    p.add_argument("-np", "--num-proc", dest="np", type=int, required=True,
+                   help="number of task processes (ranks)")
+    p.add_argument("--cycle-time-ms", type=float, help="background thread's cycle time, ms")
+    p.add_argument("--fusion-threshold-mb", type=float, help="fusion buffer size, MiB")
+    p.add_argument("--start-timeout", type=float, default=30.0,
+                   help="seconds for every task to reach hvd.init() (default 30)")
+    p.add_argument("task_command", metavar="command", nargs=argparse.REMAINDER,
+                   help="the program and its arguments")
     from lab.megatron import plan_arguments
 
     plan_arguments(sub.add_parser("plan", help="rank (t, p, d, micro-batch) for a GPT on a "
@@ -318,6 +330,18 @@ def cmd_plan(args: argparse.Namespace) -> None:
     print(json.dumps(doc, indent=2) if args.json else plan_table(doc, args.top))
 
 
+def cmd_horovodrun(args: argparse.Namespace) -> int:
+    """``distml-lab horovodrun``: the job's exit status (:mod:`backends.horovod.runner`)."""
+    from backends.horovod.runner import horovodrun
+
+    mb = args.fusion_threshold_mb
+    if mb is not None and mb < 0:
+        raise UsageError(f"--fusion-threshold-mb must be at least 0, not {mb:g}")
+    return horovodrun(args.np, args.task_command, cycle_time_ms=args.cycle_time_ms,
+                      fusion_threshold_bytes=None if mb is None else int(mb * 2**20),
+                      start_timeout_s=args.start_timeout)
+
+
 COMMANDS = {"list": cmd_list, "calibrate": cmd_calibrate, "simulate": cmd_simulate,
             "run": cmd_run, "compare": cmd_compare, "report": cmd_report,
             "store-demo": cmd_store_demo, "plan": cmd_plan}
@@ -335,6 +359,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             simulate_model(argv[1:])
             return 0
         args = build_parser().parse_args(argv)
+        if args.command == "horovodrun":
+            return cmd_horovodrun(args)
         COMMANDS[args.command](args)
     except (UsageError, CalibrationError, ValueError) as exc:
         print(f"distml-lab: error: {exc}".splitlines()[0], file=sys.stderr)
