@@ -32,46 +32,70 @@ Measuring the engine: :func:`stats` (counters since ``init`` or :func:`reset_sta
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from backends.horovod.background import HorovodInternalError, Stats
-from backends.horovod.basics import (
-    Settings,
-    cross_rank,
-    cross_size,
-    init,
-    is_initialized,
-    local_rank,
-    local_size,
-    rank,
-    read_settings,
-    settings,
-    shutdown,
-    size,
-)
-from backends.horovod.basics import engine as _engine
-from backends.horovod.fusion import fuse_responses
-from backends.horovod.ops import (
-    Average,
-    Sum,
-    allreduce,
-    allreduce_,
-    allreduce_async,
-    allreduce_async_,
-    broadcast,
-    broadcast_,
-    broadcast_async,
-    broadcast_async_,
-    broadcast_object,
-    poll,
-    synchronize,
-)
-from backends.horovod.optimizer import (
-    DistributedOptimizer,
-    broadcast_optimizer_state,
-    broadcast_parameters,
-)
-from simulator.core.engine import Trace
+if TYPE_CHECKING:  # the names below are loaded on first use (the launcher needs no torch)
+    from backends.horovod.background import HorovodInternalError
+    from backends.horovod.basics import (
+        Settings,
+        cross_rank,
+        cross_size,
+        init,
+        is_initialized,
+        local_rank,
+        local_size,
+        rank,
+        read_settings,
+        settings,
+        shutdown,
+        size,
+    )
+    from backends.horovod.fusion import fuse_responses
+    from backends.horovod.ops import (
+        Average,
+        Sum,
+        allreduce,
+        allreduce_,
+        allreduce_async,
+        allreduce_async_,
+        broadcast,
+        broadcast_,
+        broadcast_async,
+        broadcast_async_,
+        broadcast_object,
+        poll,
+        synchronize,
+    )
+    from backends.horovod.optimizer import (
+        DistributedOptimizer,
+        broadcast_optimizer_state,
+        broadcast_parameters,
+    )
+    from simulator.core.engine import Trace
+
+_WHERE = {
+    "HorovodInternalError": "background",
+    **dict.fromkeys(["Settings", "cross_rank", "cross_size", "init", "is_initialized",
+                     "local_rank", "local_size", "rank", "read_settings", "settings",
+                     "shutdown", "size"], "basics"),
+    "fuse_responses": "fusion",
+    **dict.fromkeys(["Average", "Sum", "allreduce", "allreduce_", "allreduce_async",
+                     "allreduce_async_", "broadcast", "broadcast_", "broadcast_async",
+                     "broadcast_async_", "broadcast_object", "poll", "synchronize"], "ops"),
+    **dict.fromkeys(["DistributedOptimizer", "broadcast_optimizer_state",
+                     "broadcast_parameters"], "optimizer"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Load the public names lazily, so that ``backends.horovod.runner`` needs no torch."""
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'backends.horovod' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"backends.horovod.{module}"), name)
+    globals()[name] = value
+    return value
 
 
 def stats() -> dict[str, Any]:
@@ -84,7 +108,9 @@ def stats() -> dict[str, Any]:
     ``broadcasts``, ``errors``, and the settings in force: ``cycle_time_ms`` and
     ``fusion_threshold_bytes`` (effective, after Horovod's rounding).
     """
-    eng = _engine()
+    from backends.horovod.basics import engine
+
+    eng = engine()
     out: dict[str, Any] = eng.stats.snapshot()
     out["cycle_time_ms"] = eng.cycle_time_s * 1000.0
     out["fusion_threshold_bytes"] = eng.controller.threshold
@@ -93,7 +119,10 @@ def stats() -> dict[str, Any]:
 
 def reset_stats() -> None:
     """Zero the counters (call it on every rank between experiments)."""
-    eng = _engine()
+    from backends.horovod.background import Stats
+    from backends.horovod.basics import engine
+
+    eng = engine()
     eng.stats = Stats(cycles=eng.stats.cycles)
     eng.controller.coordinator_rounds = 0
     eng.controller.cache_hits = 0
@@ -107,7 +136,10 @@ def timeline(clear: bool = False) -> Trace:
     ``"cycle N: tensor names"``; times from ``time.perf_counter`` (shared by the processes of
     a machine), so ranks' traces can be merged and shifted together.
     """
-    eng = _engine()
+    from backends.horovod.basics import engine
+    from simulator.core.engine import Trace
+
+    eng = engine()
     trace = Trace(list(eng.tracer.trace.spans))
     if clear:
         eng.tracer.trace.spans.clear()

@@ -36,6 +36,7 @@ later handle then raises :class:`HorovodInternalError` with the cause.
 from __future__ import annotations
 
 import itertools
+import pickle
 import threading
 import time
 from collections import deque
@@ -158,14 +159,19 @@ class TensorQueue:
 
 
 class GlooChannel:
-    """The negotiation's messages on the control group (background thread only)."""
+    """The negotiation's messages on the control group (background thread only).
 
-    def __init__(self, group: Any, root: int) -> None:
-        self.group, self.root = group, root  # root: global rank of Horovod rank 0
+    Request lists go to rank 0 as pickled bytes: an all-reduce (MAX) of their lengths, then a
+    gather of the padded bytes (Horovod's Gloo controller gathers lengths, then the bytes);
+    the response list comes back as a broadcast of its length, then of its bytes.
+    """
+
+    def __init__(self, group: Any, rank: int, size: int) -> None:
+        self.group, self.rank, self.size = group, rank, size
 
     def _allreduce(self, words: list[int], op: Any) -> list[int]:
         t = torch.tensor(words, dtype=torch.int64)
-        dist.all_reduce(t, op=op, group=self.group)
+        self.group.allreduce(t, op).wait()
         return [int(x) for x in t.tolist()]
 
     def bitwise_and(self, words: list[int]) -> list[int]:
@@ -175,15 +181,31 @@ class GlooChannel:
         return self._allreduce(words, dist.ReduceOp.BOR)
 
     def gather(self, item: RequestList) -> list[RequestList] | None:
-        size = dist.get_world_size(self.group)
-        out: list[Any] | None = [None] * size if dist.get_rank() == self.root else None
-        dist.gather_object(item, out, dst=self.root, group=self.group)
-        return out
+        data = pickle.dumps(item)
+        longest = self._allreduce([len(data)], dist.ReduceOp.MAX)[0]
+        buf = torch.zeros(longest + 8, dtype=torch.uint8)
+        buf[:8] = torch.tensor([len(data)], dtype=torch.int64).view(torch.uint8)
+        buf[8:8 + len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+        opts = dist.GatherOptions()
+        opts.rootRank = 0
+        outs = [[torch.empty_like(buf) for _ in range(self.size)]] if self.rank == 0 else []
+        self.group.gather(outs, [buf], opts).wait()
+        if self.rank != 0:
+            return None
+        lists = []
+        for b in outs[0]:
+            n = int(b[:8].view(torch.int64).item())
+            lists.append(pickle.loads(b[8:8 + n].numpy().tobytes()))
+        return lists
 
     def broadcast(self, item: ResponseList | None) -> ResponseList:
-        box: list[Any] = [item]
-        dist.broadcast_object_list(box, src=self.root, group=self.group)
-        result: ResponseList = box[0]
+        data = pickle.dumps(item) if self.rank == 0 else b""
+        length = torch.tensor([len(data)], dtype=torch.int64)
+        self.group.broadcast(length, 0).wait()
+        buf = (torch.frombuffer(bytearray(data), dtype=torch.uint8) if self.rank == 0
+               else torch.empty(int(length.item()), dtype=torch.uint8))
+        self.group.broadcast(buf, 0).wait()
+        result: ResponseList = pickle.loads(buf.numpy().tobytes())
         return result
 
 
@@ -192,9 +214,9 @@ class Engine:
 
     Args:
         rank, size: this rank and the world size (Horovod's numbering).
-        ranks: global ``torch.distributed`` rank of each Horovod rank.
-        data_group: process group for the collectives on tensors.
-        control_group: process group for the negotiation (used by this thread only).
+        data_group: gloo process group (over Horovod's ranks, numbered alike) for the
+            collectives on tensors.
+        control_group: gloo process group for the negotiation (used by this thread only).
         cycle_time_ms: the cycle time, ms.
         fusion_threshold_bytes: the effective fusion threshold, bytes.
         cache_capacity, stall_check_s, stall_shutdown_s: see
@@ -202,15 +224,15 @@ class Engine:
         trace: record timeline spans.
     """
 
-    def __init__(self, rank: int, size: int, ranks: list[int], data_group: Any,
-                 control_group: Any, cycle_time_ms: float, fusion_threshold_bytes: int,
+    def __init__(self, rank: int, size: int, data_group: Any, control_group: Any,
+                 cycle_time_ms: float, fusion_threshold_bytes: int,
                  cache_capacity: int, stall_check_s: float, stall_shutdown_s: float,
                  trace: bool = False) -> None:
-        self.rank, self.size, self.ranks = rank, size, ranks
+        self.rank, self.size = rank, size
         self.data_group = data_group
         self.cycle_time_s = cycle_time_ms / 1000.0
         self.queue = TensorQueue()
-        self.controller = Controller(rank, size, GlooChannel(control_group, ranks[0]),
+        self.controller = Controller(rank, size, GlooChannel(control_group, rank, size),
                                      fusion_threshold_bytes, cache_capacity, stall_check_s,
                                      stall_shutdown_s)
         self.buffer = FusionBuffer(fusion_threshold_bytes)
@@ -320,7 +342,7 @@ class Engine:
                 out.copy_(entry.tensor)
             if out.numel() > 0 and self.size > 1:
                 buf = out if out.is_contiguous() else out.contiguous()
-                dist.broadcast(buf, src=self.ranks[response.root_rank], group=self.data_group)
+                self.data_group.broadcast(buf, response.root_rank).wait()
                 if buf is not out:
                     out.copy_(buf)
         self.stats.broadcasts += 1
@@ -350,7 +372,7 @@ class Engine:
 
     def _reduce(self, flat: torch.Tensor, average: bool) -> None:
         if flat.numel() > 0 and self.size > 1:
-            dist.all_reduce(flat, group=self.data_group)
+            self.data_group.allreduce(flat).wait()
         if average:
             if flat.is_floating_point() or flat.is_complex():
                 flat.div_(self.size)

@@ -15,9 +15,10 @@ Where the world comes from (in this order):
    group is built on a TCP store hosted by rank 0, with the lab's short timeout;
 3. otherwise a world of one process.
 
-Either way ``init`` creates two new gloo groups over Horovod's ranks: the *data* group for the
-collectives on tensors and the *control* group for the negotiation; only the background thread
-uses them, so the main thread stays free to use the default group. If
+Either way ``init`` builds two gloo groups of its own over Horovod's ranks, on the world's
+store: the *data* group for the collectives on tensors and the *control* group for the
+negotiation; only the background thread uses them, so the main thread stays free to use
+``torch.distributed``'s groups. If
 ``HOROVOD_DRIVER_ADDR`` is set, ``init`` tells ``horovodrun``'s driver that this task is up
 (:func:`backends.horovod.task_service.notify_driver`).
 
@@ -40,7 +41,6 @@ instead of hanging; a stall error fails the stalled handles rather than the whol
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import os
 from collections.abc import Mapping, Sequence
@@ -179,6 +179,29 @@ def _init_default_group(timeout_s: float) -> bool:
     return True
 
 
+_generation: dict[tuple[int, ...], int] = {}
+"""How many times this process has built Horovod's groups over each set of ranks."""
+
+
+def _gloo_groups(ranks: list[int], rank: int, timeout_s: float) -> tuple[Any, Any]:
+    """Horovod's own data and control gloo groups over ``ranks``, rendezvous on the default
+    store under a fresh prefix (as Horovod builds its Gloo contexts from its rendezvous
+    server). Only the members take part, and ``torch.distributed``'s registry of groups is
+    left alone, so the main thread's groups are unaffected."""
+    import torch.distributed as dist
+    from torch.distributed.distributed_c10d import _get_default_store
+
+    key = tuple(ranks)
+    _generation[key] = _generation.get(key, 0) + 1
+    base = f"horovod/{'_'.join(map(str, ranks))}/{_generation[key]}"
+    store = _get_default_store()
+    timeout = datetime.timedelta(seconds=timeout_s)
+    return tuple(  # type: ignore[return-value]
+        dist.ProcessGroupGloo(dist.PrefixStore(f"{base}/{role}/", store),  # type: ignore[attr-defined]
+                              rank, len(ranks), timeout)
+        for role in ("data", "control"))
+
+
 def init(comm: Sequence[int] | None = None, *, cycle_time_ms: float | None = None,
          fusion_threshold_bytes: int | None = None, cache_capacity: int | None = None,
          stall_check_time_s: float | None = None, stall_shutdown_time_s: float | None = None,
@@ -236,14 +259,9 @@ def init(comm: Sequence[int] | None = None, *, cycle_time_ms: float | None = Non
         cross_size = int(env.get("HOROVOD_CROSS_SIZE", "1"))
     else:  # one machine
         local_rank, local_size, cross_rank, cross_size = rank, size, 0, 1
-    timeout = datetime.timedelta(seconds=timeout_s)
-    local_sync = comm is not None
-    data = dist.new_group(ranks, timeout=timeout, backend="gloo",
-                          use_local_synchronization=local_sync)
-    control = dist.new_group(ranks, timeout=timeout, backend="gloo",
-                             use_local_synchronization=local_sync)
+    data, control = _gloo_groups(ranks, rank, timeout_s)
     threshold = effective_threshold(settings.fusion_threshold_bytes, local_size)
-    engine = Engine(rank, size, ranks, data, control, settings.cycle_time_ms, threshold,
+    engine = Engine(rank, size, data, control, settings.cycle_time_ms, threshold,
                     settings.cache_capacity, settings.stall_check_s, settings.stall_shutdown_s,
                     trace=bool(timeline) or settings.timeline is not None)
     _state = _State(rank, size, local_rank, local_size, cross_rank, cross_size, ranks, settings,
@@ -267,11 +285,9 @@ def shutdown() -> None:
     state.engine.shutdown()
     if state.settings.timeline and state.rank == 0:
         state.engine.tracer.trace.write_chrome(state.settings.timeline, "horovod")
-    if state.engine.alive:  # a peer is gone and the thread is stuck: leave the groups be
+    if state.engine.alive:  # a peer is gone and the thread is stuck: leave it be
         return
-    for group in state.groups:
-        with contextlib.suppress(Exception):  # a broken group is gone all the same
-            dist.destroy_process_group(group)
+    state.groups.clear()  # Horovod's own groups close when no longer referenced
     if state.owns_default_group and dist.is_initialized():
         dist.destroy_process_group()
 

@@ -323,6 +323,7 @@ class Controller:
         now = self.clock()
         for req in requests:
             self.shapes[req.name] = req.shape
+        stall_errors_due = self.rank == 0 and self._warn_stalls(now)
         if use_cache:
             for req in requests:
                 state = self.cache.cached(req)
@@ -339,6 +340,7 @@ class Controller:
                         invalid.add(self.cache.bit(req.name))
                     uncached = True
             hits -= invalid
+            uncached = uncached or stall_errors_due  # rank 0 must send error responses
             status = [b for b, flag in ((SHOULD_SHUT_DOWN, shutdown),
                                         (UNCACHED_IN_QUEUE, uncached),
                                         (INVALID_IN_QUEUE, bool(invalid))) if not flag]
@@ -410,7 +412,7 @@ class Controller:
                     ready.append(req.name)
         responses = [self.cache.peek(b) for b in hit_bits]
         responses += [self._construct_response(name) for name in ready]
-        responses += self._check_stalls(now)
+        responses += self._stall_errors(now)
         result = ResponseList(self._fuse(responses), shutdown)
         return self.channel.broadcast(result)
 
@@ -444,21 +446,31 @@ class Controller:
         return Response(first.op, [name], [first.numel], first.dtype, first.reduce_op,
                         first.root_rank, itemsize=itemsize)
 
-    def _check_stalls(self, now: float) -> list[Response]:
-        """Warn about (and, after the shutdown time, fail) tensors missing on some ranks."""
-        errors = []
-        for name, record in list(self.stalls.items()):
+    def _who(self, name: str) -> tuple[list[int], list[int]]:
+        have = sorted(r.rank for r in self.message_table.get(name, []))
+        return have, sorted(set(range(self.size)) - set(have))
+
+    def _warn_stalls(self, now: float) -> bool:
+        """Rank 0, every cycle: log tensors missing on some ranks for ``stall_check_s``
+        (once each); True if some are due to become errors (a coordinator round is needed)."""
+        due = False
+        for name, record in self.stalls.items():
             age = now - record.first_seen
-            if age <= self.stall_check_s:
-                continue
-            have = sorted(r.rank for r in self.message_table.get(name, []))
-            missing = sorted(set(range(self.size)) - set(have))
-            if not record.warned:
+            if age > self.stall_check_s and not record.warned:
                 record.warned = True
+                have, missing = self._who(name)
                 log.warning("stalled tensor %r: submitted by ranks %s, not by ranks %s for "
                             "%.1f s (one of them is behind, or submits a different name)",
                             name, have, missing, age)
-            if self.stall_shutdown_s > 0 and age > self.stall_shutdown_s:
+            due = due or (self.stall_shutdown_s > 0 and age > self.stall_shutdown_s)
+        return due
+
+    def _stall_errors(self, now: float) -> list[Response]:
+        """Rank 0: error responses for tensors stalled longer than ``stall_shutdown_s``."""
+        errors = []
+        for name, record in list(self.stalls.items()):
+            if self.stall_shutdown_s > 0 and now - record.first_seen > self.stall_shutdown_s:
+                have, missing = self._who(name)
                 del self.message_table[name]
                 del self.stalls[name]
                 errors.append(Response(ERROR, [name], error=(
