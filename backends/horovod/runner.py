@@ -202,11 +202,19 @@ def _pdeathsig() -> Callable[[], None] | None:
 
 
 def _forward(stream: IO[bytes], prefix: str, out: IO[str], lock: threading.Lock) -> None:
+    """Copy a task's lines to ``out`` with the rank's prefix; keep draining the pipe even if
+    ``out`` breaks (``| head``), so that the task never blocks on a full pipe."""
+    broken = False
     for raw in iter(stream.readline, b""):
+        if broken:
+            continue
         line = raw.decode(errors="replace").rstrip("\n")
         with lock:
-            out.write(f"{prefix}{line}\n")
-            out.flush()
+            try:
+                out.write(f"{prefix}{line}\n")
+                out.flush()
+            except (OSError, ValueError):
+                broken = True
     stream.close()
 
 
