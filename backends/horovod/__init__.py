@@ -132,9 +132,11 @@ def timeline(clear: bool = False) -> Trace:
     """This rank's background-thread spans so far (empty unless ``init(timeline=True)``).
 
     Kinds: ``WAIT``, ``NEGOTIATE``, ``MEMCPY_IN_FUSION_BUFFER``, ``ALLREDUCE``,
-    ``MEMCPY_OUT_FUSION_BUFFER``, ``BROADCAST``; names ``"cycle N"`` or
-    ``"cycle N: tensor names"``; times from ``time.perf_counter`` (shared by the processes of
-    a machine), so ranks' traces can be merged and shifted together.
+    ``MEMCPY_OUT_FUSION_BUFFER``, ``BROADCAST`` (background thread; names ``"cycle N"`` or
+    ``"cycle N: tensor names"``), and instants ``ENQUEUE`` (framework thread; name = the
+    tensor's full name, e.g. ``allreduce.0.weight``, nbytes = its size); times from
+    ``time.perf_counter`` (shared by the processes of a machine), so ranks' traces can be
+    merged and shifted together.
     """
     from backends.horovod.basics import engine
     from simulator.core.engine import Trace

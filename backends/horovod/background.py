@@ -26,7 +26,9 @@ The collectives are ``torch.distributed``'s (the engine, not the algorithm, is t
 Timeline: with tracing on, the thread records per cycle ``WAIT`` (the sleep), ``NEGOTIATE``,
 and per response ``MEMCPY_IN_FUSION_BUFFER``, ``ALLREDUCE`` (or ``BROADCAST``),
 ``MEMCPY_OUT_FUSION_BUFFER`` spans, in :mod:`backends.trace`'s schema (kind = the activity,
-name = ``"cycle N"`` or ``"cycle N: tensor names"``, nbytes = bytes reduced). Counters
+name = ``"cycle N"`` or ``"cycle N: tensor names"``, nbytes = bytes reduced); the framework
+side adds an instant ``ENQUEUE`` span (start = end, name = the tensor's full name, nbytes = its
+size) when a tensor is handed over, e.g. by a gradient hook. Counters
 (:class:`Stats`) are kept always; they cost a few integer additions per cycle.
 
 Failures: a collective that fails (a rank died, a timeout) stops the thread; every pending and
@@ -256,6 +258,10 @@ class Engine:
         if not self._thread.is_alive():
             raise HorovodInternalError("Horovod has been shut down")
         self.queue.add(request, entry)
+        if self.tracer.enabled:  # an instant: when the framework handed the tensor over
+            now = time.perf_counter()
+            self.tracer.trace.record(self.rank, "ENQUEUE", request.name, now, now,
+                                     request.numel * entry.tensor.element_size())
         return entry
 
     def wait(self, entry: TensorTableEntry) -> torch.Tensor:

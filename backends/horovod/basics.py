@@ -41,6 +41,7 @@ instead of hanging; a stall error fails the stalled handles rather than the whol
 
 from __future__ import annotations
 
+import atexit
 import datetime
 import os
 from collections.abc import Mapping, Sequence
@@ -137,6 +138,7 @@ class _State:
 
 
 _state: _State | None = None
+_exit_hook: list[bool] = []
 
 
 def _require() -> _State:
@@ -266,15 +268,27 @@ def init(comm: Sequence[int] | None = None, *, cycle_time_ms: float | None = Non
                     trace=bool(timeline) or settings.timeline is not None)
     _state = _State(rank, size, local_rank, local_size, cross_rank, cross_size, ranks, settings,
                     engine, [data, control], owns)
+    if not _exit_hook:
+        atexit.register(_shutdown_at_exit)
+        _exit_hook.append(True)
     if env.get("HOROVOD_DRIVER_ADDR"):
         from backends.horovod.task_service import notify_driver
 
         notify_driver(rank, size)
 
 
-def shutdown() -> None:
+def _shutdown_at_exit() -> None:
+    """At interpreter exit, as Horovod does; waits briefly, since peers may be gone."""
+    shutdown(timeout_s=2.0)
+
+
+def shutdown(timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
     """Stop the background thread (on every rank: the stop is negotiated) and free the
-    groups. Pending handles fail. Safe to call twice or before ``init``."""
+    groups. Pending handles fail. Safe to call twice or before ``init``.
+
+    Args:
+        timeout_s: how long to wait for the background thread to finish, s.
+    """
     global _state
     state = _state
     if state is None:
@@ -282,7 +296,7 @@ def shutdown() -> None:
     _state = None
     import torch.distributed as dist
 
-    state.engine.shutdown()
+    state.engine.shutdown(timeout_s)
     if state.settings.timeline and state.rank == 0:
         state.engine.tracer.trace.write_chrome(state.settings.timeline, "horovod")
     if state.engine.alive:  # a peer is gone and the thread is stuck: leave it be

@@ -338,6 +338,10 @@ def case_timeline(w: int, group: Any) -> None:
         fused = max(len(names) for _, _, names in hvd.stats()["fused"]) > 1
     finally:
         hvd.shutdown()
+    enqueued = [s for s in spans if s.kind == "ENQUEUE"]
+    assert [s.name for s in enqueued] == [f"allreduce.t{i}" for i in range(6)], enqueued
+    assert all(s.start == s.end and s.nbytes == 40 for s in enqueued), enqueued
+    spans = [s for s in spans if s.kind != "ENQUEUE"]  # the background thread's, in order
     kinds = {s.kind for s in spans}
     need = {"WAIT", "NEGOTIATE", "ALLREDUCE"}
     if fused:
@@ -381,13 +385,21 @@ def run_suite() -> dict[str, Any]:
     return {"failures": dict(failures), "data": data}
 
 
-def die_after_init() -> str:
-    """Rank 1 dies once Horovod is up; rank 0 waits on an all-reduce that cannot finish."""
+def die_after_init(out_dir: str) -> str:
+    """The last rank dies once Horovod is up; the others wait on an all-reduce that cannot
+    finish and write down what they saw, and when (the launcher stops them soon after)."""
     hvd.init(cycle_time_ms=2)
-    if hvd.rank() == 1:
+    if hvd.rank() == hvd.size() - 1:
         os._exit(3)
-    hvd.allreduce(torch.ones(2), name="never")
-    return "finished"
+    start = time.monotonic()
+    try:
+        hvd.allreduce(torch.ones(2), name="never")
+        seen = "no error"
+    except hvd.HorovodInternalError as exc:
+        seen = str(exc)
+    with open(os.path.join(out_dir, f"rank{hvd.rank()}.json"), "w") as f:
+        json.dump({"error": seen, "after_s": time.monotonic() - start}, f)
+    return seen
 
 
 def env_main() -> None:

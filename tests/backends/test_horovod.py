@@ -64,12 +64,16 @@ def test_stall_warns_and_fails_naming_the_missing_rank(suite):
     assert all(r["after"] == [3.0, 3.0] for r in ranks), "the engine did not recover"
 
 
-def test_a_rank_that_dies_is_named_quickly():
+def test_a_rank_that_dies_is_named_quickly(tmp_path):
     start = time.monotonic()
     with pytest.raises(RankError) as info:
-        spawn(die_after_init, 2, timeout=10, deadline=60)
-    assert info.value.rank == 1
+        spawn(die_after_init, 3, str(tmp_path), timeout=10, deadline=60)
+    assert info.value.rank == 2
     assert time.monotonic() - start < 30
+    seen = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("rank*.json"))]
+    assert seen, "no surviving rank reported before the launcher stopped it"
+    for s in seen:  # the survivors' handles failed, they did not hang
+        assert "background thread" in s["error"] and s["after_s"] < 10, s
 
 
 def _free_port() -> int:
