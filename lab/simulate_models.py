@@ -92,6 +92,19 @@ def _megatron_command() -> ModelCommand:
 MODELS["megatron"] = _megatron_command()
 
 
+# ---- Horovod (chapter 7): see lab/horovod.py -------------------------------------------------
+
+def _horovod_command() -> ModelCommand:
+    from lab.horovod import run_simulate, simulate_arguments, simulate_table
+
+    return ModelCommand("Horovod: one training step with the background thread's cycles, "
+                        "negotiation and tensor fusion", simulate_arguments, run_simulate,
+                        simulate_table)
+
+
+MODELS["horovod"] = _horovod_command()
+
+
 def build_parser(name: str, prog: str, parser_class: type[argparse.ArgumentParser]
                  ) -> argparse.ArgumentParser:
     """The parser of ``distml-lab simulate NAME``."""

@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import simpy
 
@@ -82,10 +83,17 @@ class HorovodCosts:
         all_reduce_s: one all-reduce of ``n`` bytes among all ranks, nothing else running.
         negotiation_s: one negotiation round (the response cache's bit-vector all-reduce).
         memcpy_Bps: copy rate into and out of the fusion buffer (``inf``: free).
-        scale_Bps: rate of the averaging pass over each reduced response (``inf``: none).
+        scale_Bps: rate of the averaging pass (``Average``: divide by ``p`` in place) over each
+            reduced response (``inf``: none).
         optimizer_Bps: bytes of parameters the optimizer step updates per second (``inf``:
             free).
         enqueue_s: the main thread's cost of enqueuing one request.
+        all_reduce_busy_s: the all-reduce started while the main threads compute (``None``:
+            as when they do not). On a host whose cores are all busy computing, every
+            message's receiver must first be woken and scheduled: each hop of a ring pays
+            that wake-up (:mod:`lab.horovod` measures it as a ping-pong beside matmuls).
+        negotiation_busy_s: the negotiation while the main threads compute (``None``: as when
+            they do not).
     """
 
     all_reduce_s: Callable[[int], float]
@@ -94,30 +102,59 @@ class HorovodCosts:
     scale_Bps: float = math.inf
     optimizer_Bps: float = math.inf
     enqueue_s: float = 0.0
+    all_reduce_busy_s: Callable[[int], float] | None = None
+    negotiation_busy_s: float | None = None
+
+    def all_reduce(self, nbytes: int, busy: bool) -> float:
+        """One all-reduce of ``nbytes``, started while the main threads compute or not, s."""
+        if busy and self.all_reduce_busy_s is not None:
+            return self.all_reduce_busy_s(nbytes)
+        return self.all_reduce_s(nbytes)
+
+    def negotiation(self, busy: bool) -> float:
+        """One negotiation, started while the main threads compute or not, s."""
+        if busy and self.negotiation_busy_s is not None:
+            return self.negotiation_busy_s
+        return self.negotiation_s
 
     @classmethod
     def on(cls, cluster: Cluster, negotiation_bytes: int = CACHE_CAPACITY // 8,
+           negotiation_cluster: Cluster | None = None, busy_cluster: Cluster | None = None,
+           busy_negotiation_cluster: Cluster | None = None,
            **overrides: float) -> HorovodCosts:
         """The costs on ``cluster``: gloo's ring all-reduce (:func:`simulator.ddp.
-        all_reduce_time`, memoised per size) for both the fused responses and the bit vector
-        (``negotiation_bytes``), the device's copy rate for the fusion buffer and its
-        reduction rate for the averaging pass and the optimizer (SGD, one pass)."""
-        memo: dict[int, float] = {}
-        single = cluster.world_size == 1
-
-        def all_reduce_s(nbytes: int) -> float:
-            if single:
-                return 0.0
-            if nbytes not in memo:
-                memo[nbytes] = all_reduce_time(cluster, nbytes)
-            return memo[nbytes]
-
+        all_reduce_time`, memoised per size) for the fused responses, and for the bit vector
+        (``negotiation_bytes``) on ``negotiation_cluster`` (default: the same); the device's
+        copy rate for the fusion buffer and for the averaging pass (one read and one write per
+        byte, like a copy) and its reduction rate for the optimizer (SGD, ``p −= lr·g``: one
+        pass). ``busy_cluster`` and ``busy_negotiation_cluster`` price the same operations
+        started while the main threads compute (``None``: no difference)."""
         dev = cluster.devices[0]
-        values: dict[str, float] = {"negotiation_s": all_reduce_s(negotiation_bytes),
-                                    "memcpy_Bps": dev.memcpy_Bps, "scale_Bps": dev.reduce_Bps,
-                                    "optimizer_Bps": dev.reduce_Bps}
+        values: dict[str, Any] = {
+            "negotiation_s": _all_reduce_memo(negotiation_cluster or cluster)(negotiation_bytes),
+            "memcpy_Bps": dev.memcpy_Bps, "scale_Bps": dev.memcpy_Bps,
+            "optimizer_Bps": dev.reduce_Bps}
+        if busy_cluster is not None:
+            values["all_reduce_busy_s"] = _all_reduce_memo(busy_cluster)
+        if busy_negotiation_cluster is not None:
+            values["negotiation_busy_s"] = _all_reduce_memo(busy_negotiation_cluster)(
+                negotiation_bytes)
         values.update(overrides)
-        return cls(all_reduce_s, **values)
+        return cls(_all_reduce_memo(cluster), **values)
+
+
+def _all_reduce_memo(cluster: Cluster) -> Callable[[int], float]:
+    """:func:`simulator.ddp.all_reduce_time` on ``cluster``, memoised per size (0 alone)."""
+    memo: dict[int, float] = {}
+
+    def all_reduce_s(nbytes: int) -> float:
+        if cluster.world_size == 1:
+            return 0.0
+        if nbytes not in memo:
+            memo[nbytes] = all_reduce_time(cluster, nbytes)
+        return memo[nbytes]
+
+    return all_reduce_s
 
 
 @dataclass
@@ -137,6 +174,8 @@ class _Controller:
     arrived: dict[tuple[object, ...], int] = field(default_factory=dict)
     starts: dict[tuple[object, ...], simpy.Event] = field(default_factory=dict)
     order: dict[int, int] = field(default_factory=dict)
+    computing: int = 0
+    """Main threads in forward or backward right now, all ranks."""
 
     def enqueue(self, rank: int, tensor: int) -> None:
         """``allreduce_async_``: a request for ``tensor`` joins ``rank``'s tensor queue; the
@@ -160,7 +199,8 @@ class _Controller:
             ready = sorted(set.intersection(*self.popped) - self.agreed, key=self.order.__getitem__)
             self.agreed.update(ready)
             groups = fuse_responses([self.tensors[i] for i in ready], self.threshold)
-            self.responses[cycle] = [[int(r.name) for r in g] for g in groups]
+            index = {id(t): i for i, t in enumerate(self.tensors)}
+            self.responses[cycle] = [[index[id(r)] for r in g] for g in groups]
         return self.responses[cycle]
 
 
@@ -168,32 +208,38 @@ def background_loop(comm: SimComm, ctl: _Controller, settings: HorovodSettings,
                     costs: HorovodCosts, handles: list[simpy.Event]) -> SimGen:
     """The background thread of one rank (``RunLoopOnce`` in a loop) until every handle is
     done: sleep, pop, negotiate, perform the fused responses."""
-    r, host, sizes = comm.rank, ctl.host, [t.nbytes for t in ctl.tensors]
+    r, host, tensors = comm.rank, ctl.host, ctl.tensors
     cycle, last_start = 0, -math.inf
     while not all(h.triggered for h in handles):
-        yield comm.env.timeout(max(0.0, last_start + settings.cycle_time_s - comm.now))
+        sleep = last_start + settings.cycle_time_s - comm.now
+        if sleep > 0:
+            begin = comm.now
+            yield comm.env.timeout(sleep)
+            comm.span("WAIT", f"cycle {cycle}", begin)
         last_start = start = comm.now
         ctl.popped[r].update(ctl.queues[r])
         ctl.queues[r].clear()
         yield ctl.join(("negotiate", cycle))
-        yield from host.run(costs.negotiation_s, "comm")
-        comm.span("negotiate", f"negotiate cycle {cycle}", start)
+        yield from host.run(costs.negotiation(ctl.computing > 0), "comm")
+        comm.span("NEGOTIATE", f"cycle {cycle}", start)
         for k, group in enumerate(ctl.compute_response_list(cycle)):
-            nbytes = sum(sizes[i] for i in group)
+            nbytes = sum(tensors[i].nbytes for i in group)
+            label = f"cycle {cycle}: " + ", ".join(tensors[i].name for i in group[:3]) + (
+                f" (+{len(group) - 3})" if len(group) > 3 else "")
             fused = len(group) > 1
             if fused:
                 begin = comm.now
                 yield from host.run(nbytes / costs.memcpy_Bps)
-                comm.span("memcpy", "memcpy in fusion buffer", begin, nbytes)
+                comm.span("MEMCPY_IN_FUSION_BUFFER", label, begin, nbytes)
             begin = comm.now
             yield ctl.join(("allreduce", cycle, k))
-            yield from host.run(costs.all_reduce_s(nbytes), "comm")
-            comm.span("allreduce", f"allreduce {len(group)} tensors", begin, nbytes)
-            begin = comm.now
-            yield from host.run(nbytes / costs.scale_Bps + (nbytes / costs.memcpy_Bps
-                                                             if fused else 0.0))
+            yield from host.run(costs.all_reduce(nbytes, ctl.computing > 0), "comm")
+            yield from host.run(nbytes / costs.scale_Bps)
+            comm.span("ALLREDUCE", label, begin, nbytes)
             if fused:
-                comm.span("memcpy", "memcpy out fusion buffer", begin, nbytes)
+                begin = comm.now
+                yield from host.run(nbytes / costs.memcpy_Bps)
+                comm.span("MEMCPY_OUT_FUSION_BUFFER", label, begin, nbytes)
             for i in group:
                 handles[i].succeed()
         cycle += 1
@@ -205,6 +251,7 @@ def horovod_step(comm: SimComm, workload: Workload, ctl: _Controller,
     env, host = comm.env, ctl.host
     handles = [env.event() for _ in ctl.tensors]
     background = env.process(background_loop(comm, ctl, settings, costs, handles))
+    ctl.computing += 1  # forward and backward: the main thread keeps a core busy
     start = comm.now
     for layer in workload.layers:
         yield from host.run(layer.forward_s)
@@ -219,7 +266,7 @@ def horovod_step(comm: SimComm, workload: Workload, ctl: _Controller,
         for i in reversed(range(first[index], first[index + 1])):
             yield from host.run(costs.enqueue_s)
             ctl.enqueue(comm.rank, i)
-            comm.span("enqueue", ctl.tensors[i].name, comm.now, ctl.tensors[i].nbytes)
+    ctl.computing -= 1
     start = comm.now
     yield env.all_of(handles)
     comm.span("wait", "synchronize", start)
@@ -240,8 +287,11 @@ class HorovodPrediction:
             communication that overlapping with backward did not hide.
         cycles: background-thread cycles rank 0 ran during the step.
         fused_bytes: the size of each fused all-reduce, in order, bytes.
-        trace: every rank's spans (``compute``, ``enqueue``, ``negotiate``, ``memcpy``,
-            ``allreduce``, ``wait``).
+        trace: every rank's spans, named as the real engine names them: the main thread's
+            ``compute`` (forward, backward per layer, optimizer) and ``wait`` (synchronize);
+            the background thread's ``WAIT`` (its sleep), ``NEGOTIATE`` (``"cycle N"``),
+            ``MEMCPY_IN_FUSION_BUFFER``, ``ALLREDUCE`` (with the averaging pass),
+            ``MEMCPY_OUT_FUSION_BUFFER`` (``"cycle N: tensor names"``).
     """
 
     step_s: float
@@ -258,9 +308,16 @@ class HorovodPrediction:
 
 
 def tensor_names(workload: Workload) -> list[Response]:
-    """One response per parameter, registration order (``allreduce.fc1.0``: the layer's
-    first parameter)."""
-    return [Response(f"{i}", nbytes) for i, nbytes in enumerate(workload.param_sizes)]
+    """One request per parameter, registration order, named as ``DistributedOptimizer``
+    names them (``allreduce.fc1.weight``, ``allreduce.fc1.bias``; ``.0``, ``.1`` … for
+    layers with other than two parameters)."""
+    out = []
+    for layer in workload.layers:
+        suffixes = ("weight", "bias") if len(layer.param_bytes) == 2 else tuple(
+            str(j) for j in range(len(layer.param_bytes)))
+        out += [Response(f"allreduce.{layer.name}.{suffix}", nbytes)
+                for suffix, nbytes in zip(suffixes, layer.param_bytes, strict=True)]
+    return out
 
 
 def predict_step(cluster: Cluster, workload: Workload,
@@ -299,7 +356,7 @@ def predict_step(cluster: Cluster, workload: Workload,
     trace = result.trace
     backward_end = max((s.end for s in trace if s.name.startswith("backward")), default=0.0)
     waits = [s.duration for s in trace if s.kind == "wait"]
-    cycles = sum(1 for s in trace.for_rank(0) if s.kind == "negotiate")
-    fused = [s.nbytes for s in trace.for_rank(0) if s.kind == "allreduce"]
+    cycles = sum(1 for s in trace.for_rank(0) if s.kind == "NEGOTIATE")
+    fused = [s.nbytes for s in trace.for_rank(0) if s.kind == "ALLREDUCE"]
     return HorovodPrediction(result.makespan_s, backward_end, max(waits, default=0.0), cycles,
                              fused, trace)

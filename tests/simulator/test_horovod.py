@@ -170,7 +170,8 @@ def test_shared_cores_slow_the_step_and_the_simulation_is_deterministic():
     assert first.step_s == again.step_s and first.trace.spans == again.trace.spans
     assert first.step_s > free.step_s
     kinds = {s.kind for s in first.trace}
-    assert {"compute", "negotiate", "memcpy", "allreduce", "wait"} <= kinds
+    assert {"compute", "wait", "WAIT", "NEGOTIATE", "MEMCPY_IN_FUSION_BUFFER", "ALLREDUCE",
+            "MEMCPY_OUT_FUSION_BUFFER"} <= kinds
 
 
 def test_bad_settings_are_refused():

@@ -1,0 +1,131 @@
+"""Horovod step time, predicted vs measured, over fusion-threshold and cycle-time sweeps.
+
+    OMP_NUM_THREADS=1 flock -x /tmp/distml-measure.lock .venv/bin/python \\
+        benchmarks/horovod_accuracy.py [--worlds 2 4] [--repeats 8] [--calibration FILE]
+
+1. calibrates worlds 2 and 4 into a fresh file (primitives only: ping-pong, exchanges,
+   reduction, copy, matmul; ``--calibration FILE`` reads an existing one instead);
+2. per world, the primitives of :func:`lab.horovod.measure_primitives`: the MLP's per-layer
+   profile on one process scaled to its whole forward and backward timed with
+   ``min(world, cores)`` copies computing at once, the SGD step, an 8-byte ping-pong idle and
+   beside computing main threads, and how much compute and 1 MiB exchanges slow each other;
+3. per world, one launch times a training step of ``backends.horovod`` at every (fusion
+   threshold, cycle time) of :func:`lab.horovod.sweep_points`, and :mod:`simulator.horovod`
+   predicts each from 1 and 2 alone; a second launch times Horovod at its defaults beside our
+   DDP at its defaults (:func:`lab.horovod.versus_ddp`).
+
+Writes ``horovod_accuracy{tag}.json``/``.csv`` and prints the median |relative error| per
+world, per sweep and overall, and the worst point. Asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import statistics
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from lab.calibrate import QUICK_SIZES, calibrate
+from lab.compare import write_csv, write_json
+from lab.horovod import (
+    DEFAULT_BATCH,
+    DEFAULT_WIDTHS,
+    measure_primitives,
+    sweep,
+    sweep_points,
+    versus_ddp,
+)
+from simulator.core.calibration import CalibrationEntry, find_entry
+
+
+def _median_abs(rows: list[dict[str, Any]]) -> float:
+    return statistics.median(abs(r["rel_error"]) for r in rows) if rows else float("nan")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    parser.add_argument("--worlds", type=int, nargs="+", default=[2, 4])
+    parser.add_argument("--repeats", type=int, default=8)
+    parser.add_argument("--batch", type=int, default=DEFAULT_BATCH)
+    parser.add_argument("--calibration", type=Path, help="use this calibration file")
+    parser.add_argument("--tag", default="", help="suffix of the result files")
+    args = parser.parse_args()
+    widths = list(DEFAULT_WIDTHS)
+    rows: list[dict[str, Any]] = []
+    versus: list[dict[str, Any]] = []
+    primitives: dict[int, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        entries: dict[int, CalibrationEntry] = {}
+        for w in args.worlds:
+            if args.calibration:
+                entries[w] = find_entry(w, path=args.calibration)
+            else:
+                entries[w] = calibrate(w, sizes=QUICK_SIZES, repeats=20,
+                                       path=Path(tmp) / "calibration.json")
+            e = entries[w]
+            print(f"calibration p={w}: α {e.latency_s * 1e6:.0f} µs, B "
+                  f"{e.bandwidth_Bps / 1e9:.2f} GB/s, bus {e.bus_bandwidth_Bps / 1e9:.2f} GB/s "
+                  f"(busy α {e.bus_latency_s * 1e6:.0f} µs), reduce {e.reduce_Bps / 1e9:.1f} "
+                  f"GB/s, copy {e.memcpy_Bps / 1e9:.1f} GB/s, {e.cores} cores", flush=True)
+    for world in args.worlds:
+        entry = entries[world]
+        prim = measure_primitives(widths, args.batch, world, entry.cores)
+        primitives[world] = prim
+        inter = prim.interference
+        print(f"p={world}: forward {sum(x.forward_s for x in prim.workload.layers) * 1e3:.1f} "
+              f"ms, backward {sum(x.backward_s for x in prim.workload.layers) * 1e3:.1f} ms, "
+              f"SGD {prim.optimizer_s * 1e3:.2f} ms with {prim.copies} copies at once; 8-byte "
+              f"message {prim.small_latency_s * 1e3:.3f} ms idle, "
+              f"{prim.busy_latency_s * 1e3:.3f} ms beside compute; while both run compute "
+              f"goes at {inter.compute if inter else 1:.2f} and communication at "
+              f"{inter.comm if inter else 1:.2f}", flush=True)
+        for p in sweep(entry, prim, widths, world, sweep_points(), args.repeats):
+            row = {**dataclasses.asdict(p), "rel_error": p.rel_error}
+            rows.append(row)
+            print(f"p={world} {p.sweep:9s} threshold {p.fusion_threshold_mb:6.1f} MiB cycle "
+                  f"{p.cycle_time_ms:5.1f} ms: predicted {p.predicted_s * 1e3:7.1f} ms "
+                  f"({p.predicted_cycles} cycles, {p.predicted_all_reduces} all-reduces, "
+                  f"exposed {p.exposed_comm_s * 1e3:5.1f})  measured "
+                  f"{p.measured_median_s * 1e3:7.1f} [{p.measured_p10_s * 1e3:.1f}–"
+                  f"{p.measured_p90_s * 1e3:.1f}] ({p.measured_all_reduces:.1f} all-reduces)"
+                  f"  error {p.rel_error:+.1%}", flush=True)
+        for v in versus_ddp(entry, prim, widths, world, repeats=args.repeats):
+            versus.append({**dataclasses.asdict(v), "rel_error": v.rel_error})
+            print(f"p={world} {v.engine:8s} {v.setting:32s} predicted "
+                  f"{v.predicted_s * 1e3:7.1f} ms (exposed {v.exposed_comm_s * 1e3:5.1f}) "
+                  f"measured {v.measured_median_s * 1e3:7.1f} [{v.measured_p10_s * 1e3:.1f}–"
+                  f"{v.measured_p90_s * 1e3:.1f}]  error {v.rel_error:+.1%}", flush=True)
+    summary = []
+    for world in args.worlds:
+        mine = [r for r in rows if r["world"] == world]
+        line = {"world": world, "median_abs_error": _median_abs(mine),
+                "threshold_sweep": _median_abs([r for r in mine if r["sweep"] == "threshold"]),
+                "cycle_sweep": _median_abs([r for r in mine if r["sweep"] == "cycle"]),
+                "worst": max(mine, key=lambda r: abs(r["rel_error"]))["rel_error"]}
+        summary.append(line)
+        print(f"p={world}: median |error| {line['median_abs_error']:.1%} (threshold sweep "
+              f"{line['threshold_sweep']:.1%}, cycle sweep {line['cycle_sweep']:.1%}), worst "
+              f"{line['worst']:+.1%}", flush=True)
+    overall = _median_abs(rows)
+    print(f"all points: median |error| {overall:.1%}", flush=True)
+    tag = args.tag
+    write_csv(rows, args.out / f"horovod_accuracy{tag}.csv")
+    write_json({"widths": widths, "batch": args.batch, "records": rows, "versus_ddp": versus,
+                "summary": summary, "median_abs_error": overall,
+                "calibration": {w: dataclasses.asdict(e) for w, e in entries.items()},
+                "primitives": {w: {"optimizer_s": p.optimizer_s, "copies": p.copies,
+                                   "small_latency_s": p.small_latency_s,
+                                   "busy_latency_s": p.busy_latency_s,
+                                   "interference": dataclasses.asdict(p.interference)
+                                   if p.interference else None,
+                                   "profile": [dataclasses.asdict(x)
+                                               for x in p.workload.layers]}
+                               for w, p in primitives.items()}},
+               args.out / f"horovod_accuracy{tag}.json")
+
+
+if __name__ == "__main__":
+    main()
