@@ -295,6 +295,58 @@ def case_errors(w: int, group: Any) -> None:
         hvd.shutdown()
 
 
+def case_optimizer(w: int, group: Any) -> None:
+    """DistributedOptimizer is the wrapped class, guards its handles like Horovod's, and
+    ``synchronize`` + ``skip_synchronize`` leave averaged gradients for clipping; ``poll``."""
+    rank = dist.get_rank()
+    hvd.init(list(range(w)), cycle_time_ms=1, **QUICK)
+    try:
+        model = mlp([3, 4, 2], seed=1)
+        opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                       named_parameters=model.named_parameters())
+        assert isinstance(opt, torch.optim.SGD) and type(opt).__name__ == "SGD"
+        x = torch.full((2, 3), float(rank + 1))
+
+        def backward() -> None:
+            model(x).sum().backward()
+
+        backward()
+        try:
+            opt.zero_grad()
+            raise AssertionError("zero_grad with all-reduces in flight was accepted")
+        except AssertionError as exc:
+            assert "before optimizer.step()" in str(exc), exc
+        opt.synchronize()  # averaged gradients, now visible for clipping
+        grads = [p.grad.clone() for p in model.parameters()]
+        refs = [_reference(g, "Average", group, w) for g in grads]  # already averaged: unchanged
+        for g, r in zip(grads, refs, strict=True):
+            _same(g, r, "gradient after synchronize()")
+        with opt.skip_synchronize():
+            opt.step()
+        opt.zero_grad()
+        backward()
+        try:
+            backward()  # a second backward pass with backward_passes_per_step=1
+            raise AssertionError("a second backward before step() was accepted")
+        except (AssertionError, RuntimeError) as exc:
+            assert "backward_passes_per_step" in str(exc), exc
+        opt.synchronize()
+        try:
+            hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                     named_parameters=[("a", p) for p in model.parameters()])
+            raise AssertionError("duplicate parameter names were accepted")
+        except ValueError as exc:
+            assert "duplicate" in str(exc), exc
+        h = hvd.allreduce_async(torch.ones(4), name="polled")
+        deadline = time.monotonic() + 10
+        while not hvd.poll(h):
+            assert time.monotonic() < deadline, "poll never became true"
+            time.sleep(0.001)
+        _same(hvd.synchronize(h), torch.ones(4), "polled all-reduce")
+    finally:
+        hvd.shutdown()
+
+
 def case_stall(w: int, group: Any) -> dict[str, Any]:
     """A tensor submitted by only some ranks: a warning naming the missing rank, then an
     error on the ranks that did submit it, within seconds; the engine then goes on."""
@@ -361,6 +413,7 @@ CASES: list[tuple[str, Callable[[int, Any], Any], tuple[int, ...]]] = [
     ("parity", case_parity, (1, 2, 3)),
     ("broadcast", case_broadcast, (1, 3)),
     ("errors", case_errors, (1, 3)),
+    ("optimizer", case_optimizer, (2,)),
     ("timeline", case_timeline, (2,)),
     ("stall", case_stall, (3,)),
 ]
