@@ -51,9 +51,9 @@ from typing import Any
 from backends.launch import DEFAULT_TIMEOUT_S
 
 DEFAULT_CYCLE_TIME_MS = 1.0
-"""Horovod's default cycle time since 0.15 (5 ms before), ms."""
+"""Horovod's current default cycle time (early releases: 5 ms), ms."""
 DEFAULT_FUSION_THRESHOLD_BYTES = 128 * 1024 * 1024
-"""Horovod's default fusion threshold (64 MiB in the paper), bytes."""
+"""Horovod's current default fusion threshold (early releases: 64 MiB), bytes."""
 DEFAULT_CACHE_CAPACITY = 1024
 """Horovod's default response-cache capacity, entries."""
 DEFAULT_STALL_CHECK_S = 5.0
