@@ -137,13 +137,14 @@ def profile(widths: Sequence[int], batch: int, copies: int = 1, repeats: int = 1
 
 
 def measure_primitives(widths: Sequence[int], batch: int, world: int, cores: int,
-                       interference: bool = True) -> Primitives:
-    """Every primitive :func:`predict` needs at ``world`` ranks on a host of ``cores``."""
+                       interference: bool = True, repeats: int = 10) -> Primitives:
+    """Every primitive :func:`predict` needs at ``world`` ranks on a host of ``cores``
+    (``repeats``: of the profile; fewer for a quick look)."""
     from lab.ddp import interference as measure_interference
 
     copies = max(1, min(world, cores))
-    workload, optimizer_s = profile(widths, batch, copies)
-    idle, busy = small_message_latency_s(world)
+    workload, optimizer_s = profile(widths, batch, copies, repeats)
+    idle, busy = small_message_latency_s(world, repeats=max(3, repeats // 2))
     return Primitives(workload, optimizer_s, copies, idle, busy,
                       measure_interference(world) if interference and world > 1 else None)
 
@@ -360,7 +361,7 @@ def measured_timeline(widths: Sequence[int], batch: int, fusion_threshold_mb: fl
                       cycle_time_ms: float, steps: int = 4) -> list[dict[str, Any]]:
     """Rank function: the spans of the last of ``steps`` traced steps, every rank: the main
     thread's (``compute`` forward, ``compute`` backward, ``wait`` synchronize, ``compute``
-    optimizer) and the background thread's (``WAIT``, ``NEGOTIATE``,
+    optimizer, instants ``ENQUEUE``) and the background thread's (``WAIT``, ``NEGOTIATE``,
     ``MEMCPY_IN_FUSION_BUFFER``, ``ALLREDUCE``, ``MEMCPY_OUT_FUSION_BUFFER``)."""
     import torch
     import torch.distributed as dist
@@ -525,8 +526,9 @@ def versus_ddp(entry: CalibrationEntry, primitives: Primitives, widths: Sequence
 
 # ---- pictures for notebook 07 ------------------------------------------------------------------
 
-LANES = {"compute": 0, "wait": 0, "WAIT": 1, "NEGOTIATE": 1, "MEMCPY_IN_FUSION_BUFFER": 1,
-         "ALLREDUCE": 1, "MEMCPY_OUT_FUSION_BUFFER": 1}
+LANES = {"compute": 0, "wait": 0, "ENQUEUE": 0, "WAIT": 1, "NEGOTIATE": 1,
+         "MEMCPY_IN_FUSION_BUFFER": 1, "ALLREDUCE": 1, "MEMCPY_OUT_FUSION_BUFFER": 1}
+"""Which lane of a rank each span kind is drawn in: 0 the main thread, 1 the background."""
 COLOURS = {"compute": "tab:green", "wait": "tab:gray", "WAIT": "whitesmoke",
            "NEGOTIATE": "tab:orange", "MEMCPY_IN_FUSION_BUFFER": "tab:purple",
            "ALLREDUCE": "tab:red", "MEMCPY_OUT_FUSION_BUFFER": "tab:purple"}
@@ -534,8 +536,9 @@ COLOURS = {"compute": "tab:green", "wait": "tab:gray", "WAIT": "whitesmoke",
 
 def plot_cycles(traces: Sequence[tuple[str, Trace]], path: str | None = None) -> Any:
     """One step per panel (e.g. predicted and measured), two lanes per rank: the main thread
-    (forward, backward, synchronize, optimizer) and the background thread (sleep, negotiate,
-    copy in, all-reduce, copy out), so the cycle and the fusion can be read off."""
+    (forward, backward, synchronize, optimizer; a tick per gradient enqueued) and the
+    background thread (sleep, negotiate, copy in, all-reduce, copy out), so the cycle and the
+    fusion can be read off."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
@@ -550,6 +553,10 @@ def plot_cycles(traces: Sequence[tuple[str, Trace]], path: str | None = None) ->
                 if s.kind not in LANES:
                     continue
                 lane = 2 * row + LANES[s.kind]
+                if s.kind == "ENQUEUE":  # an instant: a gradient handed to the thread
+                    ax.plot([s.start * 1e3] * 2, [lane + 0.35, lane - 0.35], color="black",
+                            lw=1)
+                    continue
                 ax.barh(lane, max(s.duration, 1e-9) * 1e3, left=s.start * 1e3, height=0.6,
                         color=COLOURS[s.kind], edgecolor="black", linewidth=0.3)
         ax.set_yticks(range(2 * len(ranks)))

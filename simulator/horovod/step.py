@@ -266,6 +266,7 @@ def horovod_step(comm: SimComm, workload: Workload, ctl: _Controller,
         for i in reversed(range(first[index], first[index + 1])):
             yield from host.run(costs.enqueue_s)
             ctl.enqueue(comm.rank, i)
+            comm.span("ENQUEUE", ctl.tensors[i].name, comm.now, ctl.tensors[i].nbytes)
     ctl.computing -= 1
     start = comm.now
     yield env.all_of(handles)
@@ -289,7 +290,8 @@ class HorovodPrediction:
         fused_bytes: the size of each fused all-reduce, in order, bytes.
         trace: every rank's spans, named as the real engine names them: the main thread's
             ``compute`` (forward, backward per layer, optimizer) and ``wait`` (synchronize);
-            the background thread's ``WAIT`` (its sleep), ``NEGOTIATE`` (``"cycle N"``),
+            an instant ``ENQUEUE`` per request (name: the tensor's); the background thread's
+            ``WAIT`` (its sleep), ``NEGOTIATE`` (``"cycle N"``),
             ``MEMCPY_IN_FUSION_BUFFER``, ``ALLREDUCE`` (with the averaging pass),
             ``MEMCPY_OUT_FUSION_BUFFER`` (``"cycle N: tensor names"``).
     """
