@@ -245,7 +245,8 @@ def costs(entry: CalibrationEntry, world: int, primitives: Primitives) -> Horovo
     cluster; the negotiation's all-reduce of :func:`negotiation_bytes` with every message
     paying :attr:`Primitives.small_latency_s`; the same operations started while the main
     threads compute with every message paying at least :attr:`Primitives.busy_latency_s`;
-    the copy rate for the fusion buffer and the averaging pass; the measured optimizer step."""
+    the copy rate for the fusion buffer and the averaging pass; the measured optimizer step.
+    A latency of 0 means "not measured": the calibrated cluster's messages instead."""
     def with_latency(latency_s: float, floor: bool) -> Cluster:
         latency = max(entry.latency_s, latency_s) if floor else latency_s
         bus = max(entry.bus_latency_s, latency_s) if floor else latency_s
@@ -255,7 +256,7 @@ def costs(entry: CalibrationEntry, world: int, primitives: Primitives) -> Horovo
     cluster = Cluster.from_calibration(entry, world_size=world)
     tensors = len(primitives.workload.param_sizes)
     optimizer_Bps = primitives.workload.param_bytes / max(primitives.optimizer_s, 1e-12)
-    if world < 2:
+    if world < 2 or primitives.small_latency_s <= 0:
         return HorovodCosts.on(cluster, negotiation_bytes(tensors), optimizer_Bps=optimizer_Bps)
     return HorovodCosts.on(
         cluster, negotiation_bytes(tensors),
@@ -606,6 +607,12 @@ def simulate_arguments(p: Any) -> None:
     p.add_argument("--cluster", default="local",
                    help="local (this machine's calibration, ranks sharing its cores; the "
                         "default) or a preset: a100, h100, ethernet-10g")
+    p.add_argument("--small-latency-us", type=float,
+                   help="local only: one-way time of an 8-byte message, idle, µs (measured by "
+                        "lab.horovod.small_message_latency_s; default: the calibration's α)")
+    p.add_argument("--busy-latency-us", type=float,
+                   help="local only: the same beside computing main threads, µs (default: "
+                        "as idle)")
 
 
 def run_simulate(args: Any) -> dict[str, Any]:
@@ -628,16 +635,30 @@ def run_simulate(args: Any) -> dict[str, Any]:
     if args.batch < 1:
         raise UsageError(f"invalid --batch {args.batch}: needs at least 1 row")
     widths = _widths(args.widths)
+    for name in ("small_latency_us", "busy_latency_us"):
+        value = getattr(args, name)
+        if value is not None and not (value > 0 and math.isfinite(value)):
+            raise UsageError(f"invalid --{name.replace('_', '-')} {value}: give a number of "
+                             "µs > 0")
     cores = math.inf
     if args.cluster == "local":
         entry = find_entry(args.world)
         cluster = Cluster.from_calibration(entry)
         cores = float(entry.cores)
+        workload = mlp_workload(widths, args.batch, cluster.devices[0].flops_per_s)
+        small = (args.small_latency_us or 0.0) * 1e-6
+        busy = (args.busy_latency_us or args.small_latency_us or 0.0) * 1e-6
+        optimizer_s = workload.param_bytes / cluster.devices[0].reduce_Bps
+        engine_costs = costs(entry, args.world,
+                             Primitives(workload, optimizer_s, 1, small, busy, None))
     else:
+        if args.small_latency_us is not None or args.busy_latency_us is not None:
+            raise UsageError("--small-latency-us and --busy-latency-us price this machine: "
+                             "use them with --cluster local")
         cluster = preset(args.cluster, args.world)
-    workload = mlp_workload(widths, args.batch, cluster.devices[0].flops_per_s)
+        workload = mlp_workload(widths, args.batch, cluster.devices[0].flops_per_s)
+        engine_costs = HorovodCosts.on(cluster, negotiation_bytes(len(workload.param_sizes)))
     chosen = settings(args.fusion_threshold_mb, args.cycle_time_ms, args.world)
-    engine_costs = HorovodCosts.on(cluster, negotiation_bytes(len(workload.param_sizes)))
     prediction = predict_step(cluster, workload, chosen, engine_costs, cores=cores)
     ddp = predict_ddp(cluster, workload, cores=cores)
     fixed = None
@@ -660,7 +681,8 @@ def run_simulate(args: Any) -> dict[str, Any]:
             "exposed_comm_s": prediction.exposed_comm_s, "cycles": prediction.cycles,
             "fused_all_reduces": prediction.all_reduces,
             "fused_bytes": prediction.fused_bytes,
-            "negotiation_s": engine_costs.negotiation_s, "ddp_step_s": ddp.step_s,
+            "negotiation_s": engine_costs.negotiation_s,
+            "negotiation_busy_s": engine_costs.negotiation(busy=True), "ddp_step_s": ddp.step_s,
             "self_clocked_cycle": fixed}
 
 
@@ -682,6 +704,7 @@ def simulate_table(doc: dict[str, Any]) -> list[tuple[str, str]]:
              ("background-thread cycles", str(doc["cycles"])),
              ("fused all-reduces", str(doc["fused_all_reduces"])),
              ("negotiation (bit-vector all-reduce)", ms(doc["negotiation_s"])),
+             ("  while the main threads compute", ms(doc["negotiation_busy_s"])),
              ("our DDP's step (25 MiB buckets)", ms(doc["ddp_step_s"]))]
     if doc["self_clocked_cycle"]:
         fixed = doc["self_clocked_cycle"]

@@ -46,6 +46,17 @@ def test_simulate_horovod_fuses_more_with_a_larger_threshold_on_a_preset(capsys)
     assert docs[1]["fused_all_reduces"] < docs[0]["fused_all_reduces"]
 
 
+def test_simulate_horovod_busy_latency_slows_negotiations(capsys, fake_calibration):
+    docs = []
+    for busy in ("60", "600"):
+        assert main(["simulate", "horovod", "--world", "2", "--small-latency-us", "60",
+                     "--busy-latency-us", busy, "--json"]) == 0
+        docs.append(json.loads(capsys.readouterr().out))
+    assert docs[0]["negotiation_s"] == docs[1]["negotiation_s"]
+    assert docs[1]["negotiation_busy_s"] > docs[0]["negotiation_busy_s"]
+    assert docs[1]["step_s"] >= docs[0]["step_s"]
+
+
 def test_simulate_horovod_prints_a_table(capsys, fake_calibration):
     assert main(["simulate", "horovod", "--world", "2"]) == 0
     out = capsys.readouterr().out
@@ -62,6 +73,8 @@ def test_simulate_horovod_prints_a_table(capsys, fake_calibration):
     (["--world", "2", "--cluster", "tpu"], "unknown cluster 'tpu'"),
     (["--world", "3"], "no calibration for"),
     (["--fusion-threshold-mb", "1"], "--world"),
+    (["--world", "2", "--busy-latency-us", "-3"], "invalid --busy-latency-us -3"),
+    (["--world", "8", "--cluster", "ethernet-10g", "--small-latency-us", "60"], "--cluster local"),
 ])
 def test_simulate_horovod_bad_input_is_one_line(argv, message, capsys, fake_calibration):
     assert main(["simulate", "horovod", *argv]) == 2
