@@ -358,11 +358,9 @@ class Controller:
                     self.cache.erase(bit)
             carry: list[Request] = []
             new: list[Request] = []
-            hit_names = set()
             for req in requests:
                 if self.cache.cached(req) == HIT:
                     if self.cache.bit(req.name) in hits:
-                        hit_names.add(req.name)
                         self.cached_waiting.pop(req.name, None)
                     else:
                         carry.append(req)
