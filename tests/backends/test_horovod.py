@@ -82,8 +82,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_init_from_horovodrun_environment():
+def test_init_from_horovodrun_environment(tmp_path):
     port = _free_port()
+    timeline = tmp_path / "timeline.json"
     procs = []
     for rank in range(2):
         env = {**os.environ, "HOROVOD_RANK": str(rank), "HOROVOD_SIZE": "2",
@@ -91,7 +92,7 @@ def test_init_from_horovodrun_environment():
                "HOROVOD_CROSS_RANK": "0", "HOROVOD_CROSS_SIZE": "1",
                "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
                "HOROVOD_CYCLE_TIME": "3.5", "HOROVOD_FUSION_THRESHOLD": "1000",
-               "OMP_NUM_THREADS": "1"}
+               "HOROVOD_TIMELINE": str(timeline), "OMP_NUM_THREADS": "1"}
         env.pop("HOROVOD_DRIVER_ADDR", None)
         procs.append(subprocess.Popen(
             [sys.executable, "-m", "tests.backends.horovod_ranks", "env_main"], cwd=ROOT,
@@ -110,6 +111,10 @@ def test_init_from_horovodrun_environment():
         assert got["sum"] == 3.0
         assert got["cycle_ms"] == 3.5
         assert got["threshold"] == effective_threshold(1000, 2) == 1024
+    events = json.loads(timeline.read_text())["traceEvents"]  # rank 0's, written at shutdown
+    kinds = {e.get("cat") for e in events}
+    assert {"NEGOTIATE", "ALLREDUCE", "ENQUEUE"} <= kinds, kinds
+    assert {e["tid"] for e in events if e["ph"] == "X"} == {0}
 
 
 # -- pure functions -----------------------------------------------------------------------------
