@@ -9,7 +9,11 @@ Only primitives are measured (DESIGN.md, "The lab"):
 * **concurrent exchange** — every rank pairs with a partner (0↔1, 2↔3, …) and both send at
   once (IMB's "Exchange" pattern); the aggregate bytes per second of all these messages is the
   host's *bus* bandwidth (on one machine, loopback messages share the same cores and memory),
-  and the fit's intercept the latency of a message among others in flight;
+  and the fit's intercept the latency of a message among others in flight. On a shaped
+  network it is the *shift* instead — every rank receives from its left neighbour while it
+  sends to its right one, the receive posted first — whose per-port rate against the
+  ping-pong's prices the acknowledgements a port carries while it sends
+  (:func:`simulator.core.shaped.ack_fraction`);
 * **reduction** (γ) — ``a.add_(b)`` on float32 buffers, in every rank at once;
 * **copy** — ``dst.copy_(src)``, in every rank at once;
 * **compute** — a float32 matmul, in every rank at once (FLOP/s per rank).
@@ -92,13 +96,28 @@ def _exchange(send: Any, recv: Any) -> None:
             request.wait()
 
 
+def _shift(send: Any, recv: Any) -> None:
+    """Receive from the left neighbour while sending to the right one (every rank at once; at
+    world 2 the pair's exchange). The receive is posted first, as the collectives do."""
+    import torch.distributed as dist
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    for work in (dist.irecv(recv, (rank - 1) % world), dist.isend(send, (rank + 1) % world)):
+        if work is not None:
+            work.wait()
+
+
 def exchange_flows(world_size: int) -> int:
     """Messages in flight during one exchange: both directions of each full pair."""
     return 2 * (world_size // 2)
 
 
-def measure_primitives(sizes: Sequence[int], repeats: int) -> dict[str, object]:
-    """Rank function (run under :func:`backends.launch.spawn`): every primitive, measured."""
+def measure_primitives(sizes: Sequence[int], repeats: int, shift: bool = False
+                       ) -> dict[str, object]:
+    """Rank function (run under :func:`backends.launch.spawn`): every primitive, measured.
+
+    ``shift``: the concurrent messages are the shaped network's shift (:func:`_shift`)
+    instead of the pairwise exchange."""
     import torch
     import torch.distributed as dist
 
@@ -112,8 +131,8 @@ def measure_primitives(sizes: Sequence[int], repeats: int) -> dict[str, object]:
     big = [b for b in bufs if b.numel() >= EXCHANGE_MIN_BYTES]
     spare = [torch.empty_like(b) for b in big]
     pairs = zip(big, spare, strict=True)
-    exchange = measure_many([functools.partial(_exchange, b, s) for b, s in pairs],
-                            repeats=repeats)
+    exchange = measure_many([functools.partial(_shift if shift else _exchange, b, s)
+                             for b, s in pairs], repeats=repeats)
 
     elems = 4 * 2**20  # 16 MiB of float32: larger than the caches, like a gradient bucket
     a, b = torch.rand(elems), torch.rand(elems)
@@ -179,7 +198,7 @@ def calibrate(world_size: int = 2, backend: str = "gloo", sizes: Sequence[int] =
     :func:`shaped_sizes` with at most 10 repeats (a 64 MiB ping-pong at 100 Mbit/s takes 11 s).
     """
     from backends.launch import spawn
-    from simulator.core.shaped import key_rates, network_key
+    from simulator.core.shaped import key_rates, network_key, shift_flows
 
     if world_size < 2:
         raise ValueError(f"calibration needs at least 2 ranks (a ping-pong), got {world_size}")
@@ -190,14 +209,15 @@ def calibrate(world_size: int = 2, backend: str = "gloo", sizes: Sequence[int] =
     sizes = sorted(set(sizes))
     if len(sizes) < 2:
         raise ValueError("calibration needs at least two message sizes to fit α and β")
-    result = spawn(measure_primitives, world_size, sizes, repeats, backend=backend,
+    shaped = key != "loopback"
+    result = spawn(measure_primitives, world_size, sizes, repeats, shaped, backend=backend,
                    timeout=timeout, network=network, bandwidth=bandwidth)[0]
     fit = (fit_alpha_beta(sizes, result["p2p_times_s"]) if key == "loopback"
            else link_fit(sizes, result["p2p_times_s"]))
     ex_sizes, ex_times = result["exchange_sizes"], result["exchange_times_s"]
     bus, bus_latency = 0.0, 0.0
     if ex_sizes:
-        flows = exchange_flows(world_size)
+        flows = shift_flows(world_size) if shaped else exchange_flows(world_size)
         try:
             ex_fit = fit_alpha_beta([flows * n for n in ex_sizes], ex_times)
             bus, bus_latency = ex_fit.bandwidth_Bps, ex_fit.alpha_s

@@ -47,8 +47,8 @@ def ring_all_gather_chunks(comm: Comm, buf: torch.Tensor, bounds: list[tuple[int
 
     sends, ahead = [], None
     for step in range(p - 1):
+        current = ahead or comm.irecv(left, chunk(mine - step - 1))  # before the send
         sends.append(comm.isend(right, chunk(mine - step)))
-        current = ahead or comm.irecv(left, chunk(mine - step - 1))
         ahead = comm.irecv(left, chunk(mine - step - 2)) if step + 2 < p else None
         current.wait()
     for work in sends:

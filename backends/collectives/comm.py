@@ -22,7 +22,9 @@ sends are eager. Wherever a rank sends and receives in one step, the algorithms 
 both (``isend``/``irecv``, :meth:`Comm.sendrecv`) before waiting on either, which cannot
 deadlock; the rings also post the receive of their next step before waiting on the current
 one, so that a neighbour's send never waits for our "ready to receive" notice (gloo's own ring
-does the same). Neither changes which message goes where in which step.
+does the same), and every step posts its receive before its send (on a pair's one connection a
+notice posted after a send queues behind the send's bytes). None of this changes which message
+goes where in which step.
 """
 
 from __future__ import annotations
@@ -116,9 +118,15 @@ class Comm:
 
     def sendrecv(self, dst: int, send: torch.Tensor, src: int, recv: torch.Tensor,
                  tag: int = 0) -> None:
-        """Send ``send`` to ``dst`` while receiving ``recv`` from ``src`` (one step)."""
-        outgoing = self.isend(dst, send, tag)
+        """Send ``send`` to ``dst`` while receiving ``recv`` from ``src`` (one step).
+
+        The receive is posted first: gloo keeps one TCP connection per pair, so when ``src``
+        is ``dst`` a "ready to receive" notice posted after our send would queue behind its
+        bytes, and the partner's message would wait for ours to cross (the two directions
+        taking turns instead of overlapping, depending on which rank came first).
+        """
         incoming = self.irecv(src, recv, tag)
+        outgoing = self.isend(dst, send, tag)
         incoming.wait()
         outgoing.wait()
 

@@ -67,8 +67,8 @@ def ring_reduce_scatter_chunks(comm: Comm, buf: torch.Tensor, bounds: list[tuple
 
     sends, ahead = [], None
     for step in range(p - 1):
+        current = ahead or receive(step)  # posted before the send (see Comm.sendrecv)
         sends.append(comm.isend(right, chunk(comm.rank - step - 1)))
-        current = ahead or receive(step)
         ahead = receive(step + 1) if step + 2 < p else None
         current.wait()
         target = chunk(comm.rank - step - 2)

@@ -176,14 +176,15 @@ class Cluster:
         """The shaped switch priced by a shaped-network calibration ``entry``.
 
         Each port carries half the fitted α and η·R_k/8 bytes/s, η the payload efficiency of
-        the calibrated rank 0 ↔ 1 link (:func:`simulator.core.shaped.port_links`); each pair's
-        connection carries what the calibration's concurrent exchange measured
-        (:func:`simulator.core.shaped.duplex_factor`). The rates
+        the calibrated rank 0 ↔ 1 link (:func:`simulator.core.shaped.port_links`), and the
+        acknowledgements of what it receives as the calibration's concurrent shift measured
+        them (:func:`simulator.core.shaped.ack_fraction`); a message among others in flight
+        pays the shift's latency. The rates
         R_k are the calibrated network's, or ``bandwidth``'s (what-if: other rates, the same
         framing).
         """
         from simulator.core.shaped import (
-            duplex_factor,
+            ack_fraction,
             key_rates,
             parse_bandwidths,
             port_links,
@@ -199,10 +200,11 @@ class Cluster:
             name=f"{entry.host}-cpu", flops_per_s=entry.flops_per_s,
             mem_bandwidth_Bps=3 * entry.reduce_Bps, memory_bytes=math.inf,
             reduce_Bps=entry.reduce_Bps, memcpy_Bps=entry.memcpy_Bps)
-        ports = port_links(entry.latency_s, entry.bandwidth_Bps, calibrated, rates, contention)
-        duplex = duplex_factor(entry.bandwidth_Bps, entry.bus_bandwidth_Bps, entry.world_size)
+        acks = ack_fraction(entry.bandwidth_Bps, entry.bus_bandwidth_Bps, entry.world_size)
+        ports = port_links(entry.latency_s, entry.bandwidth_Bps, calibrated, rates, contention,
+                           acks)
         return cls(f"shaped-{spec_text(rates)}x{world_size}", (device,) * world_size,
-                   shaped_topology(ports, duplex, entry.bus_latency_s or None),
+                   shaped_topology(ports, busy_latency_s=entry.bus_latency_s or None),
                    buffered_sends=True)
 
 

@@ -57,12 +57,18 @@ class Link:
             one, s (``None``: always ``latency_s``). On a host whose ranks share cores, a
             message that arrives while other copies are in progress waits for its process to
             be scheduled again: its latency is a scheduling delay, not the idle α.
+        ack_fraction: bytes a transfer crossing this link in one direction puts on the
+            *other* direction per byte it carries (TCP's acknowledgements), in units of the
+            link's bandwidth; 0 leaves the directions independent. Counted by ``fair`` sharing
+            only: a port that sends while it receives carries its own data plus the
+            acknowledgements of what it receives.
     """
 
     latency_s: float
     bandwidth_Bps: float
     contention: Contention = "fair"
     busy_latency_s: float | None = None
+    ack_fraction: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.latency_s >= 0:
@@ -72,6 +78,8 @@ class Link:
         if self.contention not in CONTENTION_MODELS:
             raise ValueError(f"unknown contention model {self.contention!r}; "
                              f"choose one of {', '.join(CONTENTION_MODELS)}")
+        if not 0.0 <= self.ack_fraction < 1.0:
+            raise ValueError(f"ack_fraction must be in [0, 1), got {self.ack_fraction}")
 
     @property
     def beta_s_per_B(self) -> float:
@@ -324,7 +332,8 @@ def _node_order(node: Node) -> tuple[int, int, str]:
 class _Path:
     """What :meth:`Network.transfer` needs to know about one route, worked out once."""
 
-    __slots__ = ("busy", "busy_latency_s", "cap", "channels", "fair", "fifo", "latency_s")
+    __slots__ = ("acks", "busy", "busy_latency_s", "cap", "channels", "fair", "fifo",
+                 "latency_s")
 
     def __init__(self, topology: Topology, src: int, dst: int) -> None:
         self.channels = topology.route(src, dst)
@@ -340,6 +349,10 @@ class _Path:
                             if link.contention == "fifo"), key=lambda c: tuple(map(str, c)))
         self.fair = [c for c, link in zip(self.channels, links, strict=True)
                      if link.contention == "fair"]
+        # the reverse directions that carry this transfer's acknowledgements, and their share
+        self.acks = [((c[1], c[0]), link.ack_fraction)
+                     for c, link in zip(self.channels, links, strict=True)
+                     if link.contention == "fair" and link.ack_fraction > 0]
         self.cap = min((link.bandwidth_Bps for link in links if link.contention != "fair"),
                        default=math.inf)
 
@@ -347,15 +360,17 @@ class _Path:
 class _Flow:
     """A transfer in the bandwidth phase on ``fair`` channels."""
 
-    __slots__ = ("cap", "channels", "done", "rate", "remaining")
+    __slots__ = ("acks", "cap", "channels", "done", "rate", "remaining")
 
     def __init__(self, nbytes: float, channels: Sequence[Channel], cap: float,
-                 done: simpy.Event) -> None:
+                 done: simpy.Event,
+                 acks: Sequence[tuple[Channel, float]] = ()) -> None:
         self.remaining = float(nbytes)
         self.channels = channels
         self.cap = cap
         self.done = done
         self.rate = 0.0
+        self.acks = acks
 
 
 class Network:
@@ -417,7 +432,7 @@ class Network:
         try:
             if path.fair:
                 done = self.env.event()
-                self._add_flow(_Flow(nbytes, path.fair, path.cap, done))
+                self._add_flow(_Flow(nbytes, path.fair, path.cap, done, path.acks))
                 yield done
             else:
                 yield self.env.timeout(nbytes / path.cap)
@@ -482,19 +497,23 @@ class Network:
     def _allocate(self) -> None:
         """Progressive filling: raise all unfrozen rates together until a channel fills.
 
-        ``users[c]`` counts the unfrozen flows on channel ``c``; a flow freezes when one of its
-        channels is full or it reaches its cap, and leaves its channels' counts.
+        ``users[c]`` counts the unfrozen flows on channel ``c`` (a flow whose acknowledgements
+        cross ``c`` counts its ``ack_fraction``); a flow freezes when one of its channels is
+        full or it reaches its cap, and leaves its channels' counts.
         """
         left: dict[Channel, float] = {}
-        users: dict[Channel, int] = {}
+        users: dict[Channel, float] = {}
         for flow in self._flows:
             flow.rate = 0.0
             for channel in flow.channels:
                 left[channel] = self._bandwidth(channel)
                 users[channel] = users.get(channel, 0) + 1
+            for channel, share in flow.acks:
+                left[channel] = self._bandwidth(channel)
+                users[channel] = users.get(channel, 0) + share
         active = self._flows
         while active:
-            step = min((left[c] / n for c, n in users.items() if n), default=math.inf)
+            step = min((left[c] / n for c, n in users.items() if n > 1e-12), default=math.inf)
             step = min(step, min(f.cap - f.rate for f in active))
             for flow in active:
                 flow.rate += step
@@ -502,10 +521,13 @@ class Network:
                 left[c] -= step * n
             unfrozen = []
             for flow in active:
-                full = any(left[c] <= 1e-9 * self._bandwidth(c) for c in flow.channels)
+                full = any(left[c] <= 1e-9 * self._bandwidth(c)
+                           for c in itertools.chain(flow.channels, (a for a, _ in flow.acks)))
                 if full or flow.rate >= flow.cap * (1 - 1e-12):
                     for c in flow.channels:
                         users[c] -= 1
+                    for c, share in flow.acks:
+                        users[c] -= share
                 else:
                     unfrozen.append(flow)
             active = unfrozen

@@ -128,25 +128,26 @@ def key_rates(key: str) -> list[int]:
 
 def shaped_topology(ports: Sequence[Link], duplex: float = 2.0,
                     busy_latency_s: float | None = None) -> Topology:
-    """A switch with one port per rank, and one connection per pair of ranks.
+    """A switch with one full-duplex port per rank, and one connection per pair of ranks.
 
-    Rank ``k``'s port ``ports[k]`` is full duplex: its up direction (``k -> "up"``) carries
-    everything ``k`` sends, its down direction (``"dn" -> k``) everything ``k`` receives, so
-    messages into one rank share its down port, as they share the bridge port's egress queue
-    of the real network; each port should carry half of the path latency.
+    Rank ``k``'s port ``ports[k]`` joins ``k`` to the switch ``"sw"``: the direction
+    ``k -> "sw"`` carries everything ``k`` sends, ``"sw" -> k`` everything it receives (the
+    bridge port's egress queue of the real network), so messages into one rank share its down
+    direction; each port should carry half of the path latency. A port whose
+    :attr:`Link.ack_fraction` is ε also carries, in the direction opposite to each transfer,
+    ε bytes of TCP acknowledgements per byte: a rank that sends while it receives (a ring
+    step, an exchange) sends its data beside the acknowledgements of what it receives.
 
-    Between the two, a message crosses its pair's *connection* ``"c{lo}-{hi}"`` (both
+    Between the two ports a message crosses its pair's *connection* ``"c{lo}-{hi}"`` (both
     directions of the pair cross it the same way): gloo keeps one TCP connection per pair of
-    ranks, and how well it carries the two directions at once is measured, not assumed — the
-    calibration's concurrent exchange (both partners send at once) over a single message
-    gives ``duplex`` (1: one direction at a time, 2: both at full rate). The connection's
-    bandwidth is ``duplex`` times the slower port of the pair.
+    ranks, and ``duplex`` says how many directions' worth it carries at once (1: one at a time,
+    2: both at full rate, the default — gloo's directions overlap when each step posts its
+    receive before its send, see :mod:`backends.collectives.comm`).
 
     Every message also crosses the host, ``"host" -> "host'"``: no bandwidth limit, but the
     ranks are still processes sharing this machine's cores. A message that starts while
     another is in flight anywhere pays ``busy_latency_s`` instead of the idle α (the
-    concurrent exchange's latency, as :meth:`Topology.shared_bus` does on loopback): its
-    process must first be scheduled again, and its notice of readiness must get through.
+    calibration's concurrent shift, as :meth:`Topology.shared_bus` does on loopback).
     """
     if not 1.0 <= duplex <= 2.0:
         raise ValueError(f"duplex must be between 1 and 2, got {duplex}")
@@ -154,40 +155,51 @@ def shaped_topology(ports: Sequence[Link], duplex: float = 2.0,
     alpha = sum(p.latency_s for p in ports[:2]) if len(ports) > 1 else 0.0
     extra = None if busy_latency_s is None else max(0.0, busy_latency_s - alpha)
     links: dict[frozenset[Node], Link] = {
-        frozenset(("up", "host")): through,
+        frozenset(("sw", "host")): through,
         frozenset(("host", "host'")): replace(through, busy_latency_s=extra),
     }
     for r, link in enumerate(ports):
-        links[frozenset((r, "up"))] = link
-        links[frozenset(("dn", r))] = link
+        links[frozenset((r, "sw"))] = link
     for a in range(len(ports)):
         for b in range(a + 1, len(ports)):
             rate = duplex * min(ports[a].bandwidth_Bps, ports[b].bandwidth_Bps)
             inp, out = f"c{a}-{b}", f"c{a}-{b}'"
             links[frozenset(("host'", inp))] = through
-            links[frozenset((inp, out))] = replace(ports[a], latency_s=0.0, bandwidth_Bps=rate)
-            links[frozenset((out, "dn"))] = through
+            links[frozenset((inp, out))] = replace(ports[a], latency_s=0.0, bandwidth_Bps=rate,
+                                                   ack_fraction=0.0)
+            links[frozenset((out, "sw"))] = through
 
     def router(topo: Topology, src: int, dst: int) -> list[Node]:
         if src == dst:
             return [src]
         lo, hi = min(src, dst), max(src, dst)
-        return [src, "up", "host", "host'", f"c{lo}-{hi}", f"c{lo}-{hi}'", "dn", dst]
+        return [src, "sw", "host", "host'", f"c{lo}-{hi}", f"c{lo}-{hi}'", "sw", dst]
 
     return Topology(len(ports), links, "shaped_switch", router)
 
 
-def duplex_factor(bandwidth_Bps: float, exchange_Bps: float, world_size: int) -> float:
-    """How many directions' worth a pair's connection carries at once, between 1 and 2.
+def shift_flows(world_size: int) -> int:
+    """Messages in flight during the calibration's concurrent shift: one per rank (each
+    receives from its left neighbour while it sends to its right one; at world 2 that is
+    the pair's exchange)."""
+    return world_size
 
-    ``exchange_Bps`` is the calibration's aggregate rate of ``world_size // 2`` pairs each
-    exchanging in both directions at once; one pair's share over one direction's ping-pong
-    bandwidth ``bandwidth_Bps`` is the factor (2 when the calibration has no exchange).
+
+def ack_fraction(bandwidth_Bps: float, shift_Bps: float, world_size: int) -> float:
+    """ε: what a port sending while it receives loses to acknowledgements, from calibration.
+
+    ``shift_Bps`` is the calibration's aggregate rate of the concurrent shift (every rank
+    sends to its right neighbour while receiving from its left one, :func:`shift_flows`
+    messages), ``bandwidth_Bps`` one direction's ping-pong bandwidth. Each port then carries
+    its data plus ε times its incoming data, so one rank's rate is B/(1 + ε):
+    ε = B / (shift_Bps / world) − 1, kept within [0, 0.5] (0 when not measured). Measured
+    at 100 Mbit/s: about 0.03–0.06; the acknowledgement frames alone are 66 bytes per two
+    1514-byte frames, 0.023.
     """
-    if exchange_Bps <= 0 or world_size < 2:
-        return 2.0
-    per_pair = exchange_Bps / (world_size // 2)
-    return min(2.0, max(1.0, per_pair / bandwidth_Bps))
+    if shift_Bps <= 0 or world_size < 2:
+        return 0.0
+    per_port = shift_Bps / shift_flows(world_size)
+    return min(0.5, max(0.0, bandwidth_Bps / per_port - 1.0))
 
 
 def efficiency(bandwidth_Bps: float, rates_bps: Sequence[int]) -> float:
@@ -197,12 +209,15 @@ def efficiency(bandwidth_Bps: float, rates_bps: Sequence[int]) -> float:
 
 
 def port_links(latency_s: float, bandwidth_Bps: float, calibrated_rates: Sequence[int],
-               rates: Sequence[int], contention: str = "fair") -> list[Link]:
+               rates: Sequence[int], contention: str = "fair", acks: float = 0.0
+               ) -> list[Link]:
     """One port per rank of ``rates``, priced from a calibration on ``calibrated_rates``.
 
     ``latency_s`` and ``bandwidth_Bps`` are the ping-pong fit's α and B on the calibrated
-    network; each port gets half of α and η·R_k/8 bytes/s (see the module docstring).
+    network; each port gets half of α and η·R_k/8 bytes/s (see the module docstring), and
+    carries ``acks`` (ε, :func:`ack_fraction`) of acknowledgements against each transfer.
     """
     eta = efficiency(bandwidth_Bps, calibrated_rates)
-    port = Link(latency_s / 2, bandwidth_Bps, contention)  # type: ignore[arg-type]
+    port = Link(latency_s / 2, bandwidth_Bps, contention,  # type: ignore[arg-type]
+                ack_fraction=acks)
     return [replace(port, bandwidth_Bps=eta * r / 8) for r in rates]

@@ -10,7 +10,7 @@ from simulator.core.comm import run_spmd
 from simulator.core.hardware import Cluster
 from simulator.core.network import Link
 from simulator.core.shaped import (
-    duplex_factor,
+    ack_fraction,
     network_key,
     parse_bandwidths,
     parse_rate,
@@ -89,10 +89,43 @@ def test_a_pair_carries_both_directions_as_the_exchange_measured(duplex, expecte
     assert run_spmd(cluster, exchange, 10**6).makespan_s == pytest.approx(expected)
 
 
-def test_duplex_factor_from_the_exchange():
-    assert duplex_factor(1e7, 1e7, 2) == pytest.approx(1.0)  # one direction at a time
-    assert duplex_factor(1e7, 4e7, 4) == pytest.approx(2.0)  # two pairs, both ways at once
-    assert duplex_factor(1e7, 0.0, 2) == 2.0  # not measured: full duplex
+def test_ack_fraction_from_the_shift():
+    assert ack_fraction(1e7, 3e7, 3) == pytest.approx(0.0)  # three ports, each at full rate
+    assert ack_fraction(1.05e7, 4e7, 4) == pytest.approx(0.05)  # each port 5 % slower
+    assert ack_fraction(1e7, 0.0, 2) == 0.0  # not measured
+    assert ack_fraction(1e7, 1e8, 2) == 0.0  # faster than one direction: no negative load
+
+
+def _shift(comm, nbytes):
+    incoming = comm.irecv((comm.rank - 1) % comm.world_size, nbytes)
+    outgoing = comm.isend((comm.rank + 1) % comm.world_size, nbytes)
+    yield incoming.wait()
+    yield outgoing.wait()
+
+
+def _one_way(comm, nbytes):
+    if comm.rank == 0:
+        yield from comm.send(1, nbytes)
+    elif comm.rank == 1:
+        yield from comm.recv(0, nbytes)
+
+
+@pytest.mark.parametrize("world", [2, 3, 4])
+def test_a_port_that_sends_while_it_receives_carries_the_acknowledgements(world):
+    device = Cluster.from_calibration(_entry(world, "shaped:100mbit")).devices[0]
+    cluster = Cluster.homogeneous("t", device, shaped_topology(
+        [Link(0.0, 1e6, ack_fraction=0.05)] * world))
+    assert run_spmd(cluster, _shift, 10**6).makespan_s == pytest.approx(1.05)  # B/(1+ε)
+    assert run_spmd(cluster, _one_way, 10**6).makespan_s == pytest.approx(1.0)  # idle reverse
+
+
+def test_the_calibrated_shift_is_predicted_back():
+    # a calibration whose shift ran at 5 % below the ping-pong rate on every port
+    entry = _entry(3, "shaped:100mbit", bus=3 * 11.9e6 / 1.05)
+    shaped = Cluster.from_calibration(entry)
+    n = 4 * MiB
+    assert run_spmd(shaped, _shift, n).makespan_s == pytest.approx(
+        100e-6 + 1.05 * n / 11.9e6, rel=1e-6)
 
 
 def test_shaped_cluster_reads_its_own_calibration_entry(tmp_path):
