@@ -50,6 +50,7 @@ from lab.tensor_parallel import (
     probe_ops,
     probe_rank,
     profile_ops,
+    waiting_cluster,
 )
 from lab.units import parse_worlds
 
@@ -69,22 +70,29 @@ def run_world(world: int, repeats: int, profile_repeats: int, cores: int
               ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Profile, predict and measure every grid of ``world`` ranks; the MLP speed ratio."""
     points = grid_points(world)
-    cluster, described = local_cluster(world)
     torch.set_num_threads(1)  # the ranks run single-threaded (OMP_NUM_THREADS=1)
     profiles = {p.name: profile_ops(p, profile_repeats) for p in points}
-    measured = spawn(measure_rank, world, [point_fields(p) for p in points], repeats,
-                     timeout=120)[0]
+    got_all = spawn(measure_rank, world, [point_fields(p) for p in points], repeats,
+                    timeout=120)[0]
+    measured = got_all["points"]
+    cluster, described = waiting_cluster(world, got_all["exchange_s"])
+    median_cluster, _ = local_cluster(world)
     rows = []
     for point, got in zip(points, measured, strict=True):
         ops = profiles[point.name]
         predicted = predict(point, ops, cluster, cores)
         one_core = predict(point, ops, cluster)
+        with_median = predict(point, ops, median_cluster, cores)
         rows.append({
             "world": world, "grid": point.name, "t": point.t, "d": point.d,
             "sequence_parallel": point.sequence_parallel, "cluster": described,
             "cores": cores, "collectives_per_step": sum(k != "compute" for k, _, _ in ops),
             "profile_compute_s": compute_seconds(ops),
             "predicted_s": predicted, "predicted_core_per_rank_s": one_core,
+            "predicted_median_latency_s": with_median,
+            "exchange_in_chain_s": got_all["exchange_s"],
+            "exchange_back_to_back_s": got_all["exchange_back_to_back_s"],
+            "fragment_s": got_all["fragment_s"],
             "measured_s": got["median_s"], "measured_p10_s": got["p10_s"],
             "measured_p90_s": got["p90_s"],
             "relative_error": (predicted - got["median_s"]) / got["median_s"]})
@@ -131,7 +139,12 @@ def main(argv: list[str] | None = None) -> int:
                   f"  measured {r['measured_s'] * 1e3:7.2f} ms (p10 {r['measured_p10_s'] * 1e3:.2f}"
                   f", p90 {r['measured_p90_s'] * 1e3:.2f})  error {r['relative_error']:+.1%}"
                   f"  [compute {r['profile_compute_s'] * 1e3:.2f} ms, "
-                  f"{r['collectives_per_step']} collectives]")
+                  f"{r['collectives_per_step']} collectives; with the calibration's median "
+                  f"latency {r['predicted_median_latency_s'] * 1e3:.2f} ms]")
+        print(f"world {world} waiting primitive: a 4 KB ring step adds "
+              f"{got[0]['exchange_in_chain_s'] * 1e6:.0f} µs to a chain of compute "
+              f"(fragment {got[0]['fragment_s'] * 1e6:.0f} µs), "
+              f"{got[0]['exchange_back_to_back_s'] * 1e6:.0f} µs back to back (means)")
         print(f"world {world} MLP (h=64, 256 tokens) ours {mlp['ours']['median_s'] * 1e6:.0f} µs"
               f" vs DTensor {mlp['dtensor']['median_s'] * 1e6:.0f} µs: ratio {mlp['ratio']:.2f}")
         pr = mlp["probe"]

@@ -61,3 +61,24 @@ def test_prediction_is_compute_on_a_free_network_and_grows_with_latency():
     assert slow > free + n * alpha  # every collective costs at least one α
     with pytest.raises(ValueError, match="ranks"):
         predict(point, ops, _free(2))
+
+
+def test_waiting_cluster_takes_its_latency_from_the_waiting_primitive(tmp_path):
+    from lab.tensor_parallel import WAIT_BYTES, waiting_cluster
+    from simulator.core.calibration import CalibrationEntry, save_entry, this_host
+
+    path = tmp_path / "calibration.json"
+    save_entry(CalibrationEntry(host=this_host(), backend="gloo", world_size=2,
+                                latency_s=5e-5, bandwidth_Bps=4e9, reduce_Bps=1.2e10,
+                                memcpy_Bps=1.4e10, flops_per_s=1e11), path)
+    exchange = 4e-4
+    cluster, described = waiting_cluster(2, exchange, calibration=str(path))
+    point = GridPoint(t=2, d=1)
+    one = [("all_reduce", "tensor", 8.0)]
+    # an 8-byte all-reduce of 2 ranks is two ring steps of gloo (one message each way)
+    alpha = exchange - WAIT_BYTES / 4e9
+    assert predict(point, one, cluster) == pytest.approx(2 * alpha, rel=0.02)
+    assert "α = 399 µs" in described and "median: 50 µs" in described
+    # no calibration: the free network, said so
+    free, said = waiting_cluster(2, exchange, calibration=str(tmp_path / "none.json"))
+    assert predict(point, one, free) < 1e-6 and "no calibration" in said
