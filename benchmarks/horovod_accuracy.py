@@ -1,10 +1,17 @@
 """Horovod step time, predicted vs measured, over fusion-threshold and cycle-time sweeps.
 
-    OMP_NUM_THREADS=1 flock -x /tmp/distml-measure.lock .venv/bin/python \\
-        benchmarks/horovod_accuracy.py [--worlds 2 4] [--repeats 8] [--calibration FILE]
+Two runs, each under five minutes with the machine to itself::
 
-1. calibrates worlds 2 and 4 into a fresh file (primitives only: ping-pong, exchanges,
-   reduction, copy, matmul; ``--calibration FILE`` reads an existing one instead);
+    OMP_NUM_THREADS=1 flock -x /tmp/distml-measure.lock .venv/bin/python \\
+        benchmarks/horovod_accuracy.py --calibrate
+    OMP_NUM_THREADS=1 flock -x /tmp/distml-measure.lock .venv/bin/python \\
+        benchmarks/horovod_accuracy.py [--worlds 2 4] [--repeats 8] [--tag _run1]
+
+1. ``--calibrate`` calibrates worlds 2 and 4 into ``benchmarks/results/
+   horovod_calibration.json`` (primitives only: ping-pong, exchanges, reduction, copy,
+   matmul; the full sweep of sizes and repeats: the exchanges' fitted latency moves the
+   prediction, and a quick sweep's fit is at the mercy of one noisy point) and stops; without
+   it the benchmark reads that file (``--calibration FILE``: another one);
 2. per world, the primitives of :func:`lab.horovod.measure_primitives`: the MLP's per-layer
    profile on one process scaled to its whole forward and backward timed with
    ``min(world, cores)`` copies computing at once, the SGD step, an 8-byte ping-pong idle and
@@ -23,11 +30,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import statistics
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from lab.calibrate import QUICK_SIZES, calibrate
+from lab.calibrate import calibrate
 from lab.compare import write_csv, write_json
 from lab.horovod import (
     DEFAULT_BATCH,
@@ -50,26 +56,31 @@ def main() -> None:
     parser.add_argument("--worlds", type=int, nargs="+", default=[2, 4])
     parser.add_argument("--repeats", type=int, default=8)
     parser.add_argument("--batch", type=int, default=DEFAULT_BATCH)
-    parser.add_argument("--calibration", type=Path, help="use this calibration file")
+    parser.add_argument("--calibrate", action="store_true",
+                        help="calibrate the worlds into the calibration file, then stop")
+    parser.add_argument("--calibration", type=Path,
+                        default=Path("benchmarks/results/horovod_calibration.json"),
+                        help="calibration file (default benchmarks/results/"
+                             "horovod_calibration.json)")
     parser.add_argument("--tag", default="", help="suffix of the result files")
     args = parser.parse_args()
     widths = list(DEFAULT_WIDTHS)
     rows: list[dict[str, Any]] = []
     versus: list[dict[str, Any]] = []
     primitives: dict[int, Any] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        entries: dict[int, CalibrationEntry] = {}
-        for w in args.worlds:
-            if args.calibration:
-                entries[w] = find_entry(w, path=args.calibration)
-            else:
-                entries[w] = calibrate(w, sizes=QUICK_SIZES, repeats=20,
-                                       path=Path(tmp) / "calibration.json")
-            e = entries[w]
-            print(f"calibration p={w}: α {e.latency_s * 1e6:.0f} µs, B "
-                  f"{e.bandwidth_Bps / 1e9:.2f} GB/s, bus {e.bus_bandwidth_Bps / 1e9:.2f} GB/s "
-                  f"(busy α {e.bus_latency_s * 1e6:.0f} µs), reduce {e.reduce_Bps / 1e9:.1f} "
-                  f"GB/s, copy {e.memcpy_Bps / 1e9:.1f} GB/s, {e.cores} cores", flush=True)
+    entries: dict[int, CalibrationEntry] = {}
+    for w in args.worlds:
+        if args.calibrate:
+            entries[w] = calibrate(w, path=args.calibration)
+        else:
+            entries[w] = find_entry(w, path=args.calibration)
+        e = entries[w]
+        print(f"calibration p={w} ({e.created}): α {e.latency_s * 1e6:.0f} µs, B "
+              f"{e.bandwidth_Bps / 1e9:.2f} GB/s, bus {e.bus_bandwidth_Bps / 1e9:.2f} GB/s "
+              f"(busy α {e.bus_latency_s * 1e6:.0f} µs), reduce {e.reduce_Bps / 1e9:.1f} "
+              f"GB/s, copy {e.memcpy_Bps / 1e9:.1f} GB/s, {e.cores} cores", flush=True)
+    if args.calibrate:
+        return
     for world in args.worlds:
         entry = entries[world]
         prim = measure_primitives(widths, args.batch, world, entry.cores)
