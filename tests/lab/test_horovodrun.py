@@ -5,6 +5,7 @@ Ctrl-C/SIGTERM end the whole job with a message naming the rank, and nothing is 
 from __future__ import annotations
 
 import io
+import os
 import re
 import signal
 import subprocess
@@ -68,6 +69,7 @@ def _assert_nothing_left(job: dict[str, object], output: str) -> None:
     assert not [p for p in pids if _alive(p)], "processes survived horovodrun"
     assert _with_key(str(job["key"])) == []
     assert not _listening(int(job["port"]))  # type: ignore[call-overload]
+    assert not _listening(int(job["master_port"]))  # type: ignore[call-overload]
 
 
 def _run(np: int, mode: str, **kw: object) -> tuple[int, str, str, dict[str, object], float]:
@@ -75,7 +77,9 @@ def _run(np: int, mode: str, **kw: object) -> tuple[int, str, str, dict[str, obj
     job: dict[str, object] = {}
 
     def started(driver: DriverService, pids: list[int]) -> None:
-        job.update(pids=pids, key=driver.key, port=driver.port)
+        environ = Path(f"/proc/{pids[0]}/environ").read_bytes().split(b"\0")
+        master = next(int(v.split(b"=")[1]) for v in environ if v.startswith(b"MASTER_PORT="))
+        job.update(pids=pids, key=driver.key, port=driver.port, master_port=master)
 
     t0 = time.monotonic()
     rc = horovodrun(np, [PYTHON, TASK, mode], stdout=out, stderr=err, on_start=started,
@@ -147,6 +151,30 @@ def test_signal_to_the_launcher_stops_every_task(sig: signal.Signals, status: in
     while any(_alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not [p for p in pids if _alive(p)]
+
+
+def test_tasks_die_with_a_killed_launcher() -> None:
+    """SIGKILL leaves the launcher no chance to clean up: the tasks die with it
+    (PR_SET_PDEATHSIG). Their own children are beyond its reach, as with Horovod's."""
+    proc = subprocess.Popen([PYTHON, "-m", "lab.cli", "horovodrun", "-np", "2", PYTHON, TASK,
+                             "sleep"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True)
+    lines: list[str] = []
+    try:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline() for _ in range(2)]
+        proc.kill()
+        proc.wait(timeout=10)
+        tasks = [int(p) for line in lines for p in re.findall(r"pid (\d+)", line)]
+        assert len(tasks) == 2
+        deadline = time.monotonic() + 3.0
+        while any(_alive(p) for p in tasks) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not [p for p in tasks if _alive(p)]
+    finally:
+        for pid in (int(c) for line in lines for c in re.findall(r"child (\d+)", line)):
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)  # the tasks' own children, which we started
 
 
 @pytest.mark.parametrize("argv", [
