@@ -6,6 +6,16 @@ each direction, a worker's NIC ``M``. With server NICs of ``B_s`` bytes/s and wo
 ``B_w`` bytes/s, the servers are the bottleneck while ``W·M/(S·B_s) > M/B_w``. Adding servers
 helps until the two are equal; after that the workers' own links set the pace.
 
+This is PS-Lite's situation: its ZeroMQ van queues what it sends, so every port can be busy at
+once, and the simulator grades your answer that way — with that queued van, the simulated time
+per iteration falls as servers are added and stops falling exactly at your ``S*``.
+
+This lab's own van does *not* stop at ``S*``, and the simulator (``rendezvous=True``) says so
+too: gloo's sends wait for the receiver and each node has one receiving thread, so a server
+moves one message at a time at the slower end's rate. More servers then keep helping past
+``S*``, and server bandwidth above a worker's buys nothing (notebook 03; the real van's
+structure, ``backends/parameter_server/van.py``).
+
 Grade your answer::
 
     make grade CH=03
@@ -33,7 +43,8 @@ def servers_where_bottleneck_moves(workers: int, server_Bps: float, worker_Bps: 
     #
     # What is graded (tests/exercises/test_ch03_bottleneck.py):
     #   - the inequality holds at your S* and fails at S* − 1, for many W, B_s, B_w;
-    #   - three exact ratios.
+    #   - the simulator (PS-Lite's queued van): at S* the time per iteration is at its floor,
+    #     at S* − 1 it is not, for seven (W, B_s, B_w).
     # =======================================================================================
     raise NotImplementedError("EXERCISE 3.3: implement servers_where_bottleneck_moves in "
                               "exercises/ch03_bottleneck.py")

@@ -4,6 +4,11 @@ Prediction needs two kinds of primitives, neither measured on a parameter-server
 
 * the machine's, from the calibration file (:mod:`lab.calibrate`): point-to-point α and B, the
   shared-bus bandwidth and busy latency of concurrent loopback messages, and the core count;
+* the van's messages (:func:`measure_van_link`, one launch at the run's world size): a header
+  received from any source, then a payload, echoed by one rank to ``k`` senders (the fan-in a
+  server or worker has), timed as the CPU each message costs — on loopback moving a message
+  is work of the host's cores, and the calibration's α, B and busy latency, fitted on
+  1 KiB–64 MiB messages, say little about a 112-byte header;
 * the code's, measured here on **one process** (:func:`profile_costs`): coding a message
   header, waking a waiting thread, a server handling a push or a pull of ``n`` values (the
   :class:`~backends.parameter_server.KVStore` called directly), and a worker's gradient
@@ -13,8 +18,10 @@ Prediction needs two kinds of primitives, neither measured on a parameter-server
 :class:`~backends.parameter_server.PSConfig` and these costs and simulates it on
 ``Cluster.from_calibration`` with the machine's cores shared by all ``1 + S + W`` ranks
 (:class:`~simulator.parameter_server.CpuPool`): on a 2-core laptop five ranks oversubscribe the
-cores, and the model says so instead of hiding it. :func:`compare` runs the real twin and the
-prediction for one configuration and returns both.
+cores, and the model says so instead of hiding it. Given a van link it runs on
+:func:`~simulator.parameter_server.van_cluster` and spends each message's measured CPU on those
+cores. :func:`compare` runs the real twin and the prediction for one configuration and returns
+both (time per iteration, throughput, staleness, idle time).
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ import statistics
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,14 +39,17 @@ import numpy as np
 from simulator.core.calibration import CalibrationEntry, find_entry
 from simulator.core.hardware import Cluster
 from simulator.parameter_server import (
+    ZERO_COST_LINK_BPS,
     PSCosts,
     PSSpec,
     PSTimeline,
     SparseLRData,
+    VanLink,
     dense_slices,
     simulate,
     sparse_lr_slices,
     straggler_delays,
+    van_cluster,
 )
 
 
@@ -87,6 +97,115 @@ def anysource_ping_pong(repeats: int = 7, rounds: int = 100) -> tuple[float, flo
             samples.append((time.perf_counter() - start) / rounds / 2)
         out.append(statistics.median(samples[1:]))
     return out[0], out[1]
+
+
+VAN_PAYLOAD_SIZES = (0, 4096, 16384, 65536)
+"""Payload bytes of the van echo (0: a header alone). The PS messages of this lab are a
+112-byte header and payloads of a few KiB."""
+
+
+def van_echo(fan_in: int, payloads: tuple[int, ...] = VAN_PAYLOAD_SIZES,
+             rounds: int = 300, repeats: int = 5) -> list[float]:
+    """Rank function: ``fan_in`` senders (ranks ``2 … 1+k``) each send rank 1 a message shaped
+    as the van sends it — a header, received *from any source*, then a payload of ``n`` bytes
+    from the header's sender (none for ``n = 0``) — and rank 1 echoes it back; each sender
+    receives the echo on a receiving thread and hands it to its sending thread, as a van does.
+    The other ranks of the world wait, as a run's idle nodes do.
+
+    Returns, per payload size, this rank's CPU seconds (user + system, all its threads) per
+    one-way message, the median over ``repeats`` of ``rounds`` round trips per sender (0 on
+    the ranks that take no part). On loopback a message is work of the host's cores — the
+    socket copies, gloo's loop thread, the thread wake-ups — and with several senders a
+    message often arrives before its receive is posted, which costs more.
+    """
+    import torch
+    import torch.distributed as dist
+
+    from simulator.parameter_server import HEADER_FIELDS
+
+    rank = dist.get_rank()
+    active = 1 <= rank < 2 + fan_in
+    per_round = max(rounds // repeats, 1)
+    out = []
+    for n in payloads:
+        header = torch.zeros(HEADER_FIELDS, dtype=torch.int64)
+        payload = torch.zeros(max(n, 1), dtype=torch.uint8)
+        samples = []
+        for _ in range(repeats):
+            dist.barrier()
+            cpu = time.process_time()
+            if rank == 1:
+                for _ in range(per_round * fan_in):
+                    src = dist.recv(header, None, tag=1)
+                    if n:
+                        dist.recv(payload, src, tag=2)
+                    dist.send(header, src, tag=3)
+                    if n:
+                        dist.send(payload, src, tag=4)
+            elif active:
+                _echo_sender(header, payload, n, per_round)
+            samples.append((time.process_time() - cpu) / (2 * per_round * fan_in)
+                           if active else 0.0)
+        out.append(statistics.median(samples))
+    return out
+
+
+def _echo_sender(header: Any, payload: Any, n: int, rounds: int) -> None:
+    """A sender of :func:`van_echo`: sends on this thread, receives on another."""
+    import torch
+    import torch.distributed as dist
+
+    got, cond = [0], threading.Condition()
+    back_h, back_p = torch.empty_like(header), torch.empty_like(payload)
+
+    def receiving() -> None:
+        for _ in range(rounds):
+            dist.recv(back_h, None, tag=3)
+            if n:
+                dist.recv(back_p, 1, tag=4)
+            with cond:
+                got[0] += 1
+                cond.notify()
+
+    thread = threading.Thread(target=receiving, daemon=True)
+    thread.start()
+    for i in range(rounds):
+        dist.send(header, 1, tag=1)
+        if n:
+            dist.send(payload, 1, tag=2)
+        with cond:
+            while got[0] <= i:
+                cond.wait(1.0)
+    thread.join()
+
+
+def measure_van_link(world: int, fan_ins: tuple[int, ...] | None = None,
+                     rounds: int = 300) -> VanLink:
+    """The van's messages at ``world`` ranks (:class:`~simulator.parameter_server.VanLink`):
+    for each fan-in ``k`` (default ``1 … world − 2``), the CPU of a header alone and the
+    payload line ``a + n/B`` fitted to the payloads' extra CPU (least squares, a, 1/B ≥ 0),
+    from :func:`van_echo` — one launch of ``world`` processes."""
+    from backends.launch import spawn
+
+    fan_ins = fan_ins or tuple(range(1, max(world - 1, 2)))
+    if max(fan_ins) > world - 2 or min(fan_ins) < 1:
+        raise ValueError(f"a fan-in must be between 1 and {world - 2} at world {world}")
+    outs = spawn(_van_echo_all, max(world, 3), fan_ins, rounds, backend="gloo", timeout=60,
+                 deadline=60 + 10 * len(fan_ins))
+    header, payload, rate = [], [], []
+    for i in range(len(fan_ins)):
+        cpu = np.sum([o[i] for o in outs], axis=0)  # CPU per message, all ranks taking part
+        header.append(float(cpu[0]))
+        sizes = [n for n in VAN_PAYLOAD_SIZES if n]
+        a, b = _line(sizes, [float(c) - cpu[0] for c in cpu[1:]])
+        payload.append(a)
+        rate.append(1.0 / b if b > 0 else ZERO_COST_LINK_BPS)
+    return VanLink(tuple(header), tuple(payload), tuple(rate))
+
+
+def _van_echo_all(fan_ins: tuple[int, ...], rounds: int) -> list[list[float]]:
+    """Rank function: :func:`van_echo` at each fan-in, in one launch."""
+    return [van_echo(k, rounds=rounds) for k in fan_ins]
 
 
 def measure_anysource(world: int) -> float:
@@ -193,7 +312,8 @@ def profile_compute(cfg: Any) -> np.ndarray:
     return np.broadcast_to(np.array(per_worker), (cfg.iterations, cfg.workers)).copy()
 
 
-def spec_for(cfg: Any, costs: PSCosts, compute_s: np.ndarray, cores: float) -> PSSpec:
+def spec_for(cfg: Any, costs: PSCosts, compute_s: np.ndarray, cores: float,
+             van: VanLink | None = None) -> PSSpec:
     """The simulated twin's spec of a real :class:`~backends.parameter_server.PSConfig`."""
     if cfg.model == "mlp":
         slices = dense_slices(cfg.num_keys(), cfg.servers, cfg.workers, cfg.iterations,
@@ -205,26 +325,33 @@ def spec_for(cfg: Any, costs: PSCosts, compute_s: np.ndarray, cores: float) -> P
     delays = straggler_delays(cfg.seed, cfg.iterations, cfg.workers, cfg.straggler_mean_s,
                               cfg.slow_workers)
     return PSSpec(cfg.servers, cfg.workers, cfg.consistency, cfg.tau, slices,
-                  cfg.model == "mlp", compute_s, delays, costs, cores)
+                  cfg.model == "mlp", compute_s, delays, costs, cores, van)
 
 
 def predict(cfg: Any, entry: CalibrationEntry, costs: PSCosts,
-            compute_s: np.ndarray | None = None) -> PSTimeline:
-    """The simulated run of ``cfg`` on this machine's calibrated twin."""
+            compute_s: np.ndarray | None = None, van: VanLink | None = None) -> PSTimeline:
+    """The simulated run of ``cfg`` on this machine's calibrated twin; with ``van`` (from
+    :func:`measure_van_link` at the run's world size) its messages take the van's measured
+    times on the shared cores instead of the calibration's α, B and busy latency."""
     compute = profile_compute(cfg) if compute_s is None else compute_s
     cluster = Cluster.from_calibration(entry, world_size=1 + cfg.servers + cfg.workers)
-    return simulate(cluster, spec_for(cfg, costs, compute, entry.cores), trace=False)[0]
+    if van is not None:
+        cluster = van_cluster(cluster)
+    return simulate(cluster, spec_for(cfg, costs, compute, entry.cores, van), trace=False)[0]
 
 
 def compare(cfg: Any, calibration: str | Path | None = None, costs: PSCosts | None = None,
-            repeats: int = 1) -> dict[str, Any]:
+            repeats: int = 1, van: VanLink | None = None) -> dict[str, Any]:
     """Measure ``cfg`` on real processes (``repeats`` launches) and predict it; one record."""
     from backends.parameter_server import train
 
     entry = find_entry(1 + cfg.servers + cfg.workers, "gloo", path=calibration)
-    costs = costs or profile_costs(anysource_s=measure_anysource(1 + cfg.servers + cfg.workers))
+    if costs is None:
+        costs = profile_costs()
+        if van is None:
+            costs = replace(costs, anysource_s=measure_anysource(1 + cfg.servers + cfg.workers))
     runs = [train(cfg) for _ in range(repeats)]
-    predicted = predict(cfg, entry, costs)
+    predicted = predict(cfg, entry, costs, van=van)
     measured = statistics.median(r.time_per_iteration_s for r in runs)
     return {"servers": cfg.servers, "workers": cfg.workers, "world": 1 + cfg.servers
             + cfg.workers, "model": cfg.model, "consistency": cfg.consistency, "tau": cfg.tau,
@@ -234,7 +361,9 @@ def compare(cfg: Any, calibration: str | Path | None = None, costs: PSCosts | No
             "predicted_throughput": predicted.throughput(cfg.batch_size),
             "measured_throughput": statistics.median(r.throughput for r in runs),
             "predicted_max_staleness": int(predicted.staleness.max()),
-            "measured_max_staleness": max(r.max_staleness for r in runs)}
+            "measured_max_staleness": max(r.max_staleness for r in runs),
+            "predicted_idle_s": predicted.idle_time_s(),
+            "measured_idle_s": statistics.median(r.idle_time_s for r in runs)}
 
 
 def costs_dict(costs: PSCosts) -> dict[str, float]:
@@ -242,5 +371,5 @@ def costs_dict(costs: PSCosts) -> dict[str, float]:
     return asdict(costs)
 
 
-__all__ = ["compare", "costs_dict", "measure_anysource", "predict", "profile_compute",
-           "profile_costs", "spec_for"]
+__all__ = ["compare", "costs_dict", "measure_anysource", "measure_van_link", "predict",
+           "profile_compute", "profile_costs", "spec_for", "van_echo"]

@@ -287,6 +287,57 @@ class PSCosts:
 
 
 @dataclass(frozen=True)
+class VanLink:
+    """The van's point-to-point messages on one host, measured as the van sends them.
+
+    On loopback a message is no wire's α + n/B: both ends are processes on the host's cores,
+    and moving a message *is* CPU work — socket copies, gloo's loop thread, thread wake-ups —
+    whose total is about its one-way time when the cores are free. A header is received *from
+    any source*, and when several peers send to one node (its *fan-in*: a server hears from
+    ``W`` workers, a worker from ``S`` servers) messages often arrive before the receive is
+    posted, which costs more. So the lab times the van's own pattern, a header then a payload,
+    as an echo from ``k`` senders to one node at the run's world size
+    (:func:`lab.parameter_server.van_echo`), and the simulated van spends that CPU on the
+    shared cores (or, with ``on_cores=False``, as a plain delay).
+
+    Attributes:
+        header_s: CPU seconds of one header (both ends), per fan-in ``1, 2, …``.
+        payload_s: fixed CPU seconds of a payload after its header, per fan-in.
+        payload_Bps: bytes per CPU second of a payload, per fan-in.
+        on_cores: the cost is work of the host's shared cores (loopback); ``False``: a delay.
+    """
+
+    header_s: tuple[float, ...]
+    payload_s: tuple[float, ...]
+    payload_Bps: tuple[float, ...]
+    on_cores: bool = True
+
+    def time(self, nbytes: int, header: bool, fan_in: int = 1) -> float:
+        """Cost of one part of a PS message (the header, or a payload) sent to a node with
+        ``fan_in`` peers sending to it (beyond the measured fan-ins: the largest), s."""
+        k = min(max(fan_in, 1), len(self.header_s)) - 1
+        if header:
+            return self.header_s[k]
+        return self.payload_s[k] + nbytes / self.payload_Bps[k]
+
+
+ZERO_COST_LINK_BPS = 1e15
+"""Bandwidth of the cluster links that only carry the messages when a :class:`VanLink` prices
+them (bytes/s; latency 0)."""
+
+
+def van_cluster(cluster: Cluster) -> Cluster:
+    """``cluster`` with links that cost nothing: the messages still travel (and rendezvous),
+    but a :class:`VanLink` sets their time."""
+    from dataclasses import replace
+
+    from simulator.core.network import Link, Topology
+
+    link = Link(0.0, ZERO_COST_LINK_BPS)
+    return replace(cluster, topology=Topology.fully_connected(cluster.world_size, link))
+
+
+@dataclass(frozen=True)
 class PSSpec:
     """One simulated training run.
 
@@ -301,6 +352,11 @@ class PSSpec:
         delay_s: straggler delays (:func:`straggler_delays`), same shape, s.
         costs: the software costs (:class:`PSCosts`).
         cores: CPU cores the ranks share (``inf``: one each, as on a real cluster).
+        van: the van's measured point-to-point times (:class:`VanLink`); ``None``: messages
+            cost what the cluster's network says. With a van link, run on a cluster whose
+            links cost nothing (:func:`van_cluster`).
+        rendezvous: sends wait for the receiver, as gloo's do (this lab's van); ``False``:
+            sends are queued and the sender goes on, as PS-Lite's ZeroMQ van does.
     """
 
     servers: int
@@ -313,6 +369,8 @@ class PSSpec:
     delay_s: np.ndarray
     costs: PSCosts = PSCosts()
     cores: float = math.inf
+    van: VanLink | None = None
+    rendezvous: bool = True
 
     @property
     def iterations(self) -> int:
@@ -346,13 +404,28 @@ def sparse_lr_slices(data: SparseLRData, servers: int, workers: int, iterations:
 
 @dataclass(frozen=True)
 class PSTimeline:
-    """What a simulated run returns: each worker's iteration start and end times (s) and
-    the staleness of each of its pulls."""
+    """What a simulated run returns: each worker's iteration start and end times (s), the
+    staleness of each of its pulls, and the time it idled in its consistency model's wait
+    (``wait_s``, s, ``[iterations, workers]``). ``events`` lists, in simulated time order,
+    what the servers did to the weights — ``(time_s, kind, server, [(worker, t), …])`` with
+    kind ``pull`` (a worker's iteration ``t`` read the server's range) or ``apply`` (pushes
+    applied) — from which :func:`simulator.ps_convergence.replay_sparse_lr` replays training.
+    ``server_busy_s``: per server, the time per iteration its one receiving thread was held
+    (receiving, handling, answering), s."""
 
     start_s: np.ndarray
     end_s: np.ndarray
     staleness: np.ndarray
     server_bytes: list[int]
+    wait_s: np.ndarray | None = None
+    events: tuple[tuple[float, str, int, tuple[tuple[int, int], ...]], ...] = ()
+    server_busy_s: list[float] | None = None
+
+    def idle_time_s(self, warmup: int = 2) -> float:
+        """Mean time per iteration a worker idles in its consistency model's wait, s
+        (:func:`idle_time_s`)."""
+        return idle_time_s(self.wait_s if self.wait_s is not None
+                           else np.zeros_like(self.start_s), warmup)
 
     def time_per_iteration_s(self, warmup: int = 2) -> float:
         """Median over workers and iterations (after ``warmup``) of one iteration's time, s:
@@ -376,6 +449,15 @@ def iteration_times(start_s: np.ndarray, end_s: np.ndarray, warmup: int = 2) -> 
     return times
 
 
+def idle_time_s(wait_s: np.ndarray, warmup: int = 2) -> float:
+    """Mean over workers and iterations (after ``warmup``) of the time a worker spent blocked
+    in its consistency model's wait, s: BSP — for the answer to its push, which a server sends
+    only once every worker's push of the iteration is applied; SSP — for the clock ``t − τ``;
+    async — never (0). Both twins measure it the same way, per iteration."""
+    k = min(warmup, wait_s.shape[0] - 1)
+    return float(np.mean(wait_s[k:]))
+
+
 def iteration_time_s(start_s: np.ndarray, end_s: np.ndarray, warmup: int = 2) -> float:
     """Median of :func:`iteration_times` over workers and iterations, s."""
     return float(np.median(iteration_times(start_s, end_s, warmup)))
@@ -394,14 +476,16 @@ REQUEST_TAG, RESPONSE_TAG, READY_TAG = 31, 32, 33
 class _ServerState:
     """What one simulated server shares between its per-worker handlers."""
 
-    def __init__(self, env: simpy.Environment, spec: PSSpec, server: int) -> None:
-        self.env, self.spec, self.server = env, spec, server
+    def __init__(self, env: simpy.Environment, spec: PSSpec, server: int,
+                 events: list[tuple[float, str, int, tuple[tuple[int, int], ...]]]) -> None:
+        self.env, self.spec, self.server, self.events = env, spec, server, events
         self.thread = simpy.Resource(env, capacity=1)  # the van's one receiving thread
         self.clock = [0] * spec.workers
         self.arrived = [0] * spec.iterations  # BSP pushes per iteration
         self.applied = [env.event() for _ in range(spec.iterations)]
         self.advanced = env.event()  # fires whenever the slowest clock may have moved
         self.sent = 0
+        self.busy_s = 0.0  # time its receiving thread was held
 
     @property
     def min_clock(self) -> int:
@@ -421,30 +505,52 @@ def _requests(spec: PSSpec, worker: int, server: int) -> list[tuple[str, int, in
     return out
 
 
+def _transfer(comm: SimComm, cpu: CpuPool, dst: int, nbytes: int, tag: int,
+              van: VanLink | None, header: bool, fan_in: int) -> SimGen:
+    """Move one part of a PS message: at the van link's measured cost (on the shared cores,
+    or as a delay), or at the cluster network's."""
+    if van is not None:
+        if van.on_cores:
+            yield from cpu.run(van.time(nbytes, header, fan_in))
+        else:
+            yield comm.env.timeout(van.time(nbytes, header, fan_in))
+    yield from comm.send(dst, nbytes, tag)
+
+
 def _send(comm: SimComm, cpu: CpuPool, dst: int, parts: list[int], tag: int,
-          costs: PSCosts) -> SimGen:
+          costs: PSCosts, van: VanLink | None = None, fan_in: int = 1,
+          rendezvous: bool = True) -> SimGen:
     """Send one PS message as the van does: code it, send the header (to a receive posted in
     advance, from any source: ``anysource_s`` more), then each payload once the receiver says
     it has posted the receive for it (gloo's sends are a rendezvous: a send completes only
     after the matching receive exists, and the receiver posts it only after reading the
-    header)."""
+    header). With a measured :class:`VanLink` (``fan_in``: peers sending to ``dst``) the
+    rendezvous is in its costs: the ready signal then travels on the zero-cost cluster.
+    Without ``rendezvous`` (PS-Lite's ZeroMQ van queues what it sends) every part is handed
+    to the network and the sender goes on at once."""
     yield from cpu.run(costs.message_s)
-    yield comm.env.timeout(costs.anysource_s)
-    yield from comm.send(dst, parts[0], tag)
+    if not rendezvous:
+        for nbytes in parts:
+            comm.isend(dst, nbytes, tag)
+        return
+    if costs.anysource_s:
+        yield comm.env.timeout(costs.anysource_s)
+    yield from _transfer(comm, cpu, dst, parts[0], tag, van, True, fan_in)
     for nbytes in parts[1:]:
         yield from comm.recv(dst, 0, READY_TAG)
-        yield from comm.send(dst, nbytes, tag)
+        yield from _transfer(comm, cpu, dst, nbytes, tag, van, False, fan_in)
 
 
 def _recv(comm: SimComm, cpu: CpuPool, src: int, parts: list[int], tag: int,
-          costs: PSCosts, header: bool = True) -> SimGen:
+          costs: PSCosts, header: bool = True, rendezvous: bool = True) -> SimGen:
     """Receive one PS message: the header (unless already taken), then each payload after
     telling the sender the receive is posted."""
     if header:
         yield from comm.recv(src, parts[0], tag)
     yield from cpu.run(costs.message_s)
     for nbytes in parts[1:]:
-        comm.isend(src, 0, READY_TAG)
+        if rendezvous:
+            comm.isend(src, 0, READY_TAG)
         yield from comm.recv(src, nbytes, tag)
 
 
@@ -458,11 +564,12 @@ def _server_handler(comm: SimComm, cpu: CpuPool, st: _ServerState, worker: int) 
         with st.thread.request() as hold:
             yield hold
             start = comm.now
-            yield from _recv(comm, cpu, node, req, REQUEST_TAG, c, header=False)
+            yield from _recv(comm, cpu, node, req, REQUEST_TAG, c, False, spec.rendezvous)
             if kind == "clock":
                 need = required_clock(spec.consistency, t, spec.tau) or 0
             elif kind == "pull":
                 yield from cpu.run(c.pull_s + c.pull_per_value_s * n)
+                st.events.append((comm.now, "pull", st.server, ((worker, t),)))
             else:
                 yield from cpu.run(c.push_s + c.push_per_value_s * n)
                 if spec.consistency == "bsp":
@@ -470,13 +577,17 @@ def _server_handler(comm: SimComm, cpu: CpuPool, st: _ServerState, worker: int) 
                     if st.arrived[t] == spec.workers:
                         touched = int(spec.slices[t, :, st.server].sum())  # an upper bound
                         yield from cpu.run(c.apply_per_value_s * touched)
+                        st.events.append((comm.now, "apply", st.server,
+                                          tuple((w, t) for w in range(spec.workers))))
                         st.clock = [t + 1] * spec.workers
                         st.applied[t].succeed()
                 else:
+                    st.events.append((comm.now, "apply", st.server, ((worker, t),)))
                     st.clock[worker] = t + 1
                     st.advanced.succeed()
                     st.advanced = comm.env.event()
             comm.span("handle", f"{kind} {t}", start, 4 * n)
+            st.busy_s += comm.now - start
         if kind == "clock":
             while st.min_clock < need:
                 yield st.advanced
@@ -485,23 +596,35 @@ def _server_handler(comm: SimComm, cpu: CpuPool, st: _ServerState, worker: int) 
         vals = n if kind == "pull" else 0
         with st.thread.request() as hold:
             yield hold
+            start = comm.now
             parts = message_nbytes(0, vals, spec.dense)
             st.sent += sum(parts)
-            yield from _send(comm, cpu, node, parts, RESPONSE_TAG, c)
+            yield from _send(comm, cpu, node, parts, RESPONSE_TAG, c, spec.van,
+                             spec.servers, spec.rendezvous)
+            st.busy_s += comm.now - start
 
 
 def _worker(comm: SimComm, cpu: CpuPool, spec: PSSpec, worker: int,
             clocks: list[_ServerState]) -> SimGen:
-    c, S = spec.costs, spec.servers
+    c, S, W = spec.costs, spec.servers, spec.workers
     start, end = np.zeros(spec.iterations), np.zeros(spec.iterations)
     staleness = np.zeros(spec.iterations, dtype=np.int64)
+    wait = np.zeros(spec.iterations)
     inbox: dict[tuple[str, int, int], simpy.Event] = {}
 
+    thread = simpy.Resource(comm.env, capacity=1)  # the worker van's one receiving thread
+
     def receiver(server: int) -> SimGen:
-        """The worker's receiving thread, as far as one server's responses go."""
+        """The worker's receiving thread, as far as one server's responses go: it takes
+        whichever header arrives first, then that message's payloads, one message at a
+        time."""
         for kind, t, n in _requests(spec, worker, server):
             parts = message_nbytes(0, n if kind == "pull" else 0, spec.dense)
-            yield from _recv(comm, cpu, 1 + server, parts, RESPONSE_TAG, c)
+            yield comm.irecv(1 + server, parts[0], RESPONSE_TAG).wait()
+            with thread.request() as hold:
+                yield hold
+                yield from _recv(comm, cpu, 1 + server, parts, RESPONSE_TAG, c, False,
+                                 spec.rendezvous)
             inbox.setdefault((kind, t, server), comm.env.event()).succeed(clocks[server].min_clock)
 
     def answered(kind: str, t: int, servers: list[int]) -> SimGen:
@@ -520,15 +643,18 @@ def _worker(comm: SimComm, cpu: CpuPool, spec: PSSpec, worker: int,
             t0 = comm.now
             for s in range(S):
                 yield from _send(comm, cpu, 1 + s, message_nbytes(0, 0, spec.dense),
-                                 REQUEST_TAG, c)
+                                 REQUEST_TAG, c, spec.van, W,
+                                 spec.rendezvous)
             yield from answered("clock", t, list(range(S)))
             comm.span("wait", f"clock {need}", t0)
+            wait[t] += comm.now - t0
         pulled = [s for s in range(S) if spec.slices[t, worker, s]]
         t0 = comm.now
         for s in pulled:
             yield from _send(comm, cpu, 1 + s,
                              message_nbytes(int(spec.slices[t, worker, s]), 0, spec.dense),
-                             REQUEST_TAG, c)
+                             REQUEST_TAG, c, spec.van, W,
+                                 spec.rendezvous)
         clock = yield from answered("pull", t, pulled)
         comm.span("pull", f"pull {t}", t0)
         staleness[t] = t - clock
@@ -540,12 +666,15 @@ def _worker(comm: SimComm, cpu: CpuPool, spec: PSSpec, worker: int,
         t0 = comm.now
         for s in range(S):
             n = int(spec.slices[t, worker, s])
-            yield from _send(comm, cpu, 1 + s, message_nbytes(n, n, spec.dense), REQUEST_TAG, c)
+            yield from _send(comm, cpu, 1 + s, message_nbytes(n, n, spec.dense), REQUEST_TAG, c,
+                             spec.van, W, spec.rendezvous)
         if spec.consistency == "bsp":
+            t1 = comm.now
             yield from answered("push", t, list(range(S)))
+            wait[t] += comm.now - t1
         comm.span("push", f"push {t}", t0)
         end[t] = comm.now
-    return start, end, staleness
+    return start, end, staleness, wait
 
 
 class Host:
@@ -555,11 +684,13 @@ class Host:
     def __init__(self) -> None:
         self.cpu: CpuPool | None = None
         self.servers: list[_ServerState] = []
+        self.events: list[tuple[float, str, int, tuple[tuple[int, int], ...]]] = []
 
     def setup(self, env: simpy.Environment, spec: PSSpec) -> tuple[CpuPool, list[_ServerState]]:
         if self.cpu is None:
             self.cpu = CpuPool(env, spec.cores)
-            self.servers = [_ServerState(env, spec, s) for s in range(spec.servers)]
+            self.servers = [_ServerState(env, spec, s, self.events)
+                            for s in range(spec.servers)]
         return self.cpu, self.servers
 
 
@@ -573,7 +704,7 @@ def parameter_server(comm: SimComm, spec: PSSpec, host: Host) -> SimGen:
         handlers = [comm.env.process(_server_handler(comm, cpu_pool, st, w))
                     for w in range(spec.workers)]
         yield comm.env.all_of(handlers)
-        return st.sent
+        return st.sent, st.busy_s
     return (yield from _worker(comm, cpu_pool, spec, comm.rank - 1 - spec.servers, servers))
 
 
@@ -581,13 +712,64 @@ def simulate(cluster: Cluster, spec: PSSpec, trace: bool = True) -> tuple[PSTime
     """Run :func:`parameter_server` on ``cluster`` (``1 + S + W`` ranks)."""
     check_layout(spec.servers, spec.workers, cluster.world_size)
     check_consistency(spec.consistency, spec.tau)
-    result = run_spmd(cluster, parameter_server, spec, Host(), trace=trace)
+    host = Host()
+    result = run_spmd(cluster, parameter_server, spec, host, trace=trace)
     workers = result.returns[1 + spec.servers:]
+    events = tuple(host.events)
     timeline = PSTimeline(np.stack([w[0] for w in workers], axis=1),
                           np.stack([w[1] for w in workers], axis=1),
                           np.stack([w[2] for w in workers], axis=1),
-                          [int(s) for s in result.returns[1:1 + spec.servers]])
+                          [int(s[0]) for s in result.returns[1:1 + spec.servers]],
+                          np.stack([w[3] for w in workers], axis=1), events,
+                          [float(s[1]) / spec.iterations
+                           for s in result.returns[1:1 + spec.servers]])
     return timeline, result
+
+
+# ---- where the bottleneck moves (exercise 3.3) -------------------------------------------------
+
+def star_cluster(servers: int, workers: int, server_Bps: float, worker_Bps: float,
+                 latency_s: float = 1e-6) -> Cluster:
+    """``1 + S + W`` hosts on one switch: each server's port runs at ``server_Bps``, every
+    other port at ``worker_Bps`` (bytes/s); a message crosses two ports, so it goes at the
+    slower of its two ends. ``latency_s``: α of a host-to-host path."""
+    from simulator.core.hardware import Device
+    from simulator.core.network import Link, Topology
+
+    links: dict[frozenset[int | str], Link] = {
+        frozenset((r, "sw")): Link(latency_s / 2, server_Bps if 1 <= r <= servers
+                                   else worker_Bps)
+        for r in range(1 + servers + workers)}
+
+    def router(topo: Topology, src: int, dst: int) -> list[int | str]:
+        return [src] if src == dst else [src, "sw", dst]
+
+    topo = Topology(1 + servers + workers, links, "ps_star", router)
+    host = Device("host", flops_per_s=1e12, mem_bandwidth_Bps=1e11, memory_bytes=math.inf)
+    return Cluster.homogeneous("ps-star", host, topo)
+
+
+def bottleneck_sweep(workers: int, server_Bps: float, worker_Bps: float, model_bytes: float,
+                     servers: Sequence[int], rendezvous: bool = False,
+                     iterations: int = 3) -> list[float]:
+    """Time per iteration, s, for each ``S`` of ``servers``: BSP on a dense model of
+    ``model_bytes`` (no compute, no software costs) on :func:`star_cluster`, every worker
+    pushing and pulling all of it. ``rendezvous=False`` is PS-Lite's queued (ZeroMQ) van, where
+    the ports are the only limit: time falls as servers are added until a server's port
+    (``W·M/S`` each way) is no slower than a worker's (``M``), then stays flat. With
+    ``rendezvous=True`` (this lab's gloo van: one receiving thread per node, blocking sends)
+    a server moves one message at a time at the slower end's rate, so extra servers keep
+    helping past that point and server bandwidth above a worker's buys nothing."""
+    keys = int(model_bytes // 4)
+    times = []
+    for s in servers:
+        spec = PSSpec(s, workers, "bsp", 0, dense_slices(keys, s, workers, iterations), True,
+                      np.zeros((iterations, workers)), np.zeros((iterations, workers)),
+                      PSCosts(*[0.0] * 8), rendezvous=rendezvous)
+        timeline, _ = simulate(star_cluster(s, workers, server_Bps, worker_Bps), spec,
+                               trace=False)
+        times.append(timeline.time_per_iteration_s())
+    return times
 
 
 # ---- the classic comparison -----------------------------------------------------------------

@@ -34,6 +34,7 @@ from simulator.parameter_server import (
     batch_rows,
     check_consistency,
     check_layout,
+    idle_time_s,
     iteration_time_s,
     key_ranges,
     required_clock,
@@ -128,13 +129,16 @@ def bounded_delay_wait(kv: KVWorker, iteration: int, tau: int) -> None:
 
 @dataclass
 class WorkerLog:
-    """What one worker recorded: per iteration start/end (s, perf_counter), loss, staleness."""
+    """What one worker recorded: per iteration start/end (s, perf_counter), loss, staleness,
+    and the time it idled in its consistency model's wait (``wait_s``: BSP — for its push's
+    answer; SSP — for the clock; :func:`simulator.parameter_server.idle_time_s`)."""
 
     worker: int
     start_s: list[float] = field(default_factory=list)
     end_s: list[float] = field(default_factory=list)
     loss: list[float] = field(default_factory=list)
     staleness: list[int] = field(default_factory=list)
+    wait_s: list[float] = field(default_factory=list)
     bytes_sent: int = 0
 
 
@@ -150,9 +154,12 @@ def worker_loop(po: Postoffice, kv: KVWorker, model: Model, cfg: PSConfig,
         if cfg.fail == ("worker", me, t):
             os._exit(3)
         log.start_s.append(time.perf_counter())
+        waited = 0.0
         if cfg.consistency == "ssp":
             with span(tracer, "wait", f"clock {t - cfg.tau}"):
+                waited = time.perf_counter()
                 wait_fn(kv, t, cfg.tau)
+                waited = time.perf_counter() - waited
         rows = batch_rows(t, cfg.batch_size, model.num_examples, me, W)
         keys = model.keys(rows)
         w = torch.empty(keys.numel())
@@ -165,13 +172,16 @@ def worker_loop(po: Postoffice, kv: KVWorker, model: Model, cfg: PSConfig,
         with span(tracer, "push", f"push {t}", 4 * keys.numel()):
             ts = kv.push(keys, grad, clock=t)
             if cfg.consistency == "bsp":
+                waited = time.perf_counter()
                 kv.wait(ts)
+                waited = time.perf_counter() - waited
             else:
                 pending.append(ts)
         pending = [p for p in pending if not kv.customer.done(p) or kv.wait(p) is None]
         log.end_s.append(time.perf_counter())
         log.loss.append(loss)
         log.staleness.append(t - clock)
+        log.wait_s.append(waited)
     for p in pending:
         kv.wait(p)
     log.bytes_sent = po.van.bytes_sent
@@ -268,6 +278,12 @@ class PSResult:
     def throughput(self) -> float:
         """Examples per second, all workers together."""
         return throughput(*self._times(), self.config.batch_size, self.warmup)
+
+    @property
+    def idle_time_s(self) -> float:
+        """Mean time per iteration a worker idled in its consistency model's wait, s (after
+        ``warmup``; :func:`simulator.parameter_server.idle_time_s`, as the simulated twin)."""
+        return idle_time_s(np.array([w["wait_s"] for w in self.workers]).T, self.warmup)
 
     @property
     def losses(self) -> list[float]:

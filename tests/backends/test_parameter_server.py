@@ -64,6 +64,41 @@ def test_ssp_staleness_never_exceeds_tau_and_is_used(runs, name, tau):
     assert max(staleness) >= 1, "a straggler should let the others run ahead"
 
 
+def test_idle_time_is_recorded_per_iteration_and_async_never_idles(runs):
+    for name in ("bsp_lr", "ssp_tau1", "async"):
+        for w in runs[name].workers:
+            assert len(w["wait_s"]) == runs[name].config.iterations
+    assert runs["async"].idle_time_s == 0.0
+    assert runs["bsp_lr"].idle_time_s > 0.0
+    # the straggler's partner idles waiting for its clock
+    assert max(np.mean(w["wait_s"]) for w in runs["ssp_tau1"].workers) > 1e-3
+
+
+@pytest.mark.parametrize("servers,workers", [(1, 1), (2, 3)])
+def test_the_simulated_schedule_replayed_under_bsp_is_single_process_sgd(servers, workers):
+    # The simulator decides when servers read and update; the replay redoes the arithmetic.
+    from simulator.parameter_server import (
+        PSCosts,
+        PSSpec,
+        SparseLRData,
+        simulate,
+        sparse_lr_slices,
+    )
+    from simulator.ps_convergence import replay_sparse_lr
+    from tests.simulator.test_parameter_server import cluster
+
+    cfg = PSConfig(servers=servers, workers=workers, iterations=10, lr=0.5)
+    data = SparseLRData(cfg.features, cfg.examples, cfg.nnz, cfg.seed)
+    spec = PSSpec(servers, workers, "bsp", 0, sparse_lr_slices(data, servers, workers, 10, 64),
+                  False, np.full((10, workers), 1e-3), np.zeros((10, workers)),
+                  PSCosts(*[0.0] * 8))
+    timeline, _ = simulate(cluster(1 + servers + workers), spec, trace=False)
+    losses, ends = replay_sparse_lr(timeline, data, servers, workers, 64, 0.5)
+    _, reference = sgd_reference(cfg)
+    np.testing.assert_allclose(losses, reference, rtol=1e-5)
+    assert np.all(np.diff(ends) > 0)
+
+
 def test_async_runs_ahead_of_the_straggler(runs):
     result = runs["async"]
     fast, slow = (np.diff(w["start_s"]).mean() for w in result.workers[::-1])

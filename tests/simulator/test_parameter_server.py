@@ -2,6 +2,7 @@
 
 import itertools
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -12,6 +13,8 @@ from simulator.parameter_server import (
     PSCosts,
     PSSpec,
     SparseLRData,
+    VanLink,
+    bottleneck_sweep,
     check_consistency,
     dense_slices,
     key_ranges,
@@ -20,7 +23,9 @@ from simulator.parameter_server import (
     skewed_splits,
     sparse_lr_slices,
     straggler_delays,
+    van_cluster,
 )
+from simulator.ps_convergence import replay_sparse_lr
 
 ZERO = PSCosts(0, 0, 0, 0, 0, 0, 0, 0)
 CPU = Device("cpu", 1e10, 1e10, math.inf)
@@ -79,6 +84,60 @@ def test_consistency_models_trade_idle_time_for_staleness():
     fast = {m: np.median(np.diff(t[m].start_s[:, 1])) for m in t}  # worker 1 never straggles
     assert fast["async"] < fast["ssp"] < fast["bsp"]
     assert t["async"].staleness.max() > 2
+
+
+def test_idle_time_bsp_above_ssp_above_async_which_never_waits():
+    delay = straggler_delays(0, 20, 3, 4e-3)
+    idle = {m: simulate(cluster(5), spec(1, 3, m, 2, iterations=20, delay=delay))[0]
+            .idle_time_s() for m in ("bsp", "ssp", "async")}
+    assert idle["async"] == 0.0
+    assert idle["bsp"] > idle["ssp"] > 0.0
+    # BSP: the fast workers wait out the straggler's mean delay, give or take its spread
+    assert idle["bsp"] > 1e-3
+
+
+def test_ssp_replay_differs_from_bsp_and_async_staleness_shows_in_the_loss():
+    data = SparseLRData(200, 512, 8, 0)
+    out = {}
+    for m in ("bsp", "ssp", "async"):
+        slices = sparse_lr_slices(data, 2, 3, 12, 48)
+        sp = PSSpec(2, 3, m, 1, slices, False, np.full((12, 3), 1e-3),
+                    straggler_delays(0, 12, 3, 4e-3), ZERO)
+        tl, _ = simulate(cluster(6), sp, trace=False)
+        out[m] = replay_sparse_lr(tl, data, 2, 3, 48, 0.5)
+        assert len(tl.events) > 0 and tl.server_busy_s is not None
+    assert not np.allclose(out["bsp"][0], out["async"][0])
+    assert out["async"][1][-1] < out["bsp"][1][-1]  # async finishes sooner
+
+
+def test_a_measured_van_link_prices_messages_by_fan_in():
+    link = VanLink((1e-4, 2e-4), (5e-5, 1e-4), (1e9, 1e9))
+    assert link.time(0, True, 1) == 1e-4 and link.time(0, True, 5) == 2e-4
+    assert link.time(1000, False, 2) == pytest.approx(1e-4 + 1e-6)
+    cheap = replace(spec(1, 1, keys=1000), van=VanLink((1e-5,), (1e-5,), (1e9,)))
+    dear = replace(cheap, van=VanLink((1e-3,), (1e-5,), (1e9,)))
+    fast = simulate(van_cluster(cluster(3)), cheap)[0].time_per_iteration_s()
+    slow = simulate(van_cluster(cluster(3)), dear)[0].time_per_iteration_s()
+    # one worker's iteration crosses 4 headers: pull, its answer, push, its answer
+    assert slow - fast == pytest.approx(4 * (1e-3 - 1e-5), rel=1e-6)
+    # on one core shared by busy ranks, the same CPU takes longer than as a delay
+    two = replace(spec(1, 2, keys=1000), van=dear.van, cores=1.0)
+    as_delay = replace(two, van=replace(dear.van, on_cores=False))
+    assert (simulate(van_cluster(cluster(4)), two)[0].time_per_iteration_s()
+            > simulate(van_cluster(cluster(4)), as_delay)[0].time_per_iteration_s())
+
+
+def test_the_lab_van_keeps_helping_past_the_nic_crossover():
+    # PS-Lite's queued van: flat from the NIC crossover S* = W·B_w/B_s = 2 on (exercise 3.3);
+    # this lab's gloo van (blocking sends, one receiving thread per node): a server moves one
+    # message at a time at the slower end's rate, so its extra bandwidth buys nothing and more
+    # servers keep helping.
+    queued = bottleneck_sweep(8, 40e9, 10e9, 40e6, [1, 2, 4, 8])
+    assert queued[1] == pytest.approx(queued[3], rel=1e-3) and queued[0] > 1.5 * queued[1]
+    van = bottleneck_sweep(8, 40e9, 10e9, 40e6, [1, 2, 4, 8], rendezvous=True)
+    assert all(a > 1.2 * b for a, b in itertools.pairwise(van))
+    assert van == pytest.approx(bottleneck_sweep(8, 10e9, 10e9, 40e6, [1, 2, 4, 8],
+                                                 rendezvous=True), rel=1e-3)
 
 
 def test_deterministic():
