@@ -4,8 +4,8 @@
         [--worlds 2,4] [--repeats 30] [--profile-repeats 30] [--out benchmarks/results]
 
 For the chapter's small GPT (2 layers, h = 32, 4 heads, vocabulary 64, sequence 16, global batch
-8) on every ``t × d`` grid (``p = 1``) of each world size, with and without sequence
-parallelism where ``t > 1``:
+8) on every ``t × d`` grid of each world size, with and without sequence parallelism where
+``t > 1``, and every ``t × p × d`` grid with ``p > 1`` (:mod:`backends.megatron`, 1F1B):
 
 * **predicted** — :func:`lab.tensor_parallel.predict`: a rank's step profiled on ONE process
   (compute between collectives, :func:`lab.tensor_parallel.profile_ops`) replayed on this
@@ -50,20 +50,38 @@ from lab.tensor_parallel import (
     probe_ops,
     probe_rank,
     profile_ops,
+    profile_stages,
     waiting_cluster,
 )
 from lab.units import parse_worlds
 
 
 def grid_points(world: int) -> list[GridPoint]:
-    """Every ``t × d`` grid of ``world`` ranks the small GPT splits over, SP where t > 1."""
+    """Every ``t × d`` grid of ``world`` ranks the small GPT splits over, SP where t > 1, and
+    every ``t × p × d`` grid with ``p > 1`` (1F1B, ``m = 8 / (d·2)`` micro-batches, at least
+    ``p``)."""
     out = []
     for t in range(1, world + 1):
         if world % t or 4 % t:  # 4 heads
             continue
         for sp in (False, True) if t > 1 else (False,):
             out.append(GridPoint(t=t, d=world // t, sequence_parallel=sp))
+    for p in range(2, world + 1):
+        for t in (1, 2, 4):
+            if world % (t * p):
+                continue
+            d = world // (t * p)
+            out.append(GridPoint(t=t, d=d, p=p, microbatches=max(p, 8 // d // 2)))
     return out
+
+
+def _collectives(point: GridPoint, ops: Any) -> int:
+    """Collectives one rank (the first stage's, with a pipeline) runs in a step."""
+    if point.p == 1:
+        return sum(k != "compute" for k, _, _ in ops)
+    first = ops[0]
+    return sum(k != "compute" for k, _, _ in first.finish) + point.microbatches * sum(
+        k != "compute" for k, _, _ in first.forward + first.backward)
 
 
 def run_world(world: int, repeats: int, profile_repeats: int, cores: int
@@ -71,7 +89,8 @@ def run_world(world: int, repeats: int, profile_repeats: int, cores: int
     """Profile, predict and measure every grid of ``world`` ranks; the MLP speed ratio."""
     points = grid_points(world)
     torch.set_num_threads(1)  # the ranks run single-threaded (OMP_NUM_THREADS=1)
-    profiles = {p.name: profile_ops(p, profile_repeats) for p in points}
+    profiles = {p.name: profile_ops(p, profile_repeats) if p.p == 1
+                else profile_stages(p, profile_repeats) for p in points}
     got_all = spawn(measure_rank, world, [point_fields(p) for p in points], repeats,
                     timeout=120)[0]
     measured = got_all["points"]
@@ -84,10 +103,11 @@ def run_world(world: int, repeats: int, profile_repeats: int, cores: int
         one_core = predict(point, ops, cluster)
         with_median = predict(point, ops, median_cluster, cores)
         rows.append({
-            "world": world, "grid": point.name, "t": point.t, "d": point.d,
+            "world": world, "grid": point.name, "t": point.t, "p": point.p, "d": point.d,
+            "microbatches": point.microbatches,
             "sequence_parallel": point.sequence_parallel, "cluster": described,
-            "cores": cores, "collectives_per_step": sum(k != "compute" for k, _, _ in ops),
-            "profile_compute_s": compute_seconds(ops),
+            "cores": cores, "collectives_per_step": _collectives(point, ops),
+            "profile_compute_s": compute_seconds(ops, point.microbatches),
             "predicted_s": predicted, "predicted_core_per_rank_s": one_core,
             "predicted_median_latency_s": with_median,
             "exchange_in_chain_s": got_all["exchange_s"],

@@ -48,8 +48,9 @@ Op = tuple[str, str, float]
 
 @dataclass(frozen=True)
 class GridPoint:
-    """One configuration: ``t × d`` ranks (``p = 1``), sequence parallelism or not, the
-    global batch (sequences per step, split over the ``d`` replicas)."""
+    """One configuration: ``t × p × d`` ranks, sequence parallelism or not, the global batch
+    (sequences per step, split over the ``d`` replicas) and, with ``p > 1``, the micro-batches
+    per replica (1F1B on :mod:`backends.megatron`)."""
 
     t: int
     d: int
@@ -60,10 +61,12 @@ class GridPoint:
     heads: int = 4
     vocab: int = 64
     seq: int = 16
+    p: int = 1
+    microbatches: int = 1
 
     @property
     def world(self) -> int:
-        return self.t * self.d
+        return self.t * self.p * self.d
 
     @property
     def config(self) -> tp.GPTConfig:
@@ -71,7 +74,9 @@ class GridPoint:
 
     @property
     def name(self) -> str:
-        return f"t{self.t}d{self.d}{'-sp' if self.sequence_parallel else ''}"
+        pipe = f"p{self.p}" if self.p > 1 else ""
+        micro = f"m{self.microbatches}" if self.p > 1 else ""
+        return f"t{self.t}{pipe}d{self.d}{micro}{'-sp' if self.sequence_parallel else ''}"
 
 
 def _model(point: GridPoint, tensor: Any) -> tuple[tp.ParallelGPT, torch.optim.Optimizer]:
@@ -85,19 +90,16 @@ def _batch(point: GridPoint, dp_rank: int) -> tuple[torch.Tensor, torch.Tensor]:
     return (tp.batch_shard(tokens, point.d, dp_rank), tp.batch_shard(targets, point.d, dp_rank))
 
 
-def profile_ops(point: GridPoint, repeats: int = 30, warmup: int = 5) -> list[Op]:
-    """One rank's step on ONE process (collectives stood in): median compute seconds
-    between collectives, and the collectives (see the module docstring)."""
-    log: list[tuple[Any, ...]] = []
-    tensor = tp.ProfileGroup(point.t, 0, "tensor", log)
-    data = tp.ProfileGroup(point.d, 0, "data", log)
-    model, opt = _model(point, tensor)
-    tokens, targets = _batch(point, 0)
+def _timed_ops(log: list[tuple[Any, ...]], run: Any, setup: Any = None, repeats: int = 30,
+               warmup: int = 5) -> list[Op]:
+    """Median compute seconds between the collectives ``run(setup())`` logs in ``log`` (a
+    :class:`~backends.tensor_parallel.ProfileGroup`'s), and those collectives, in order."""
     runs: list[list[Op]] = []
     for i in range(warmup + repeats):
+        arg = setup() if setup is not None else None
         log.clear()
         start = time.perf_counter()
-        tp.train_step(model, opt, tokens, targets, data)
+        run(arg)
         end = time.perf_counter()
         ops: list[Op] = []
         last = start
@@ -109,26 +111,101 @@ def profile_ops(point: GridPoint, repeats: int = 30, warmup: int = 5) -> list[Op
         if i >= warmup:
             runs.append(ops)
     shape = [(k, g, b) if k != "compute" else (k, g, 0.0) for k, g, b in runs[0]]
-    for run in runs:
-        if [(k, g, b) if k != "compute" else (k, g, 0.0) for k, g, b in run] != shape:
+    for ops in runs:
+        if [(k, g, b) if k != "compute" else (k, g, 0.0) for k, g, b in ops] != shape:
             raise RuntimeError("the step's collectives changed between repeats")
     return [(k, g, statistics.median(r[j][2] for r in runs)) if k == "compute" else (k, g, b)
             for j, (k, g, b) in enumerate(runs[0])]
 
 
+def profile_ops(point: GridPoint, repeats: int = 30, warmup: int = 5) -> list[Op]:
+    """One rank's step on ONE process (collectives stood in): median compute seconds
+    between collectives, and the collectives (see the module docstring). ``p = 1`` only
+    (:func:`profile_stages` for a pipeline)."""
+    if point.p != 1:
+        raise ValueError("profile_ops profiles t × d grids; use profile_stages for p > 1")
+    log: list[tuple[Any, ...]] = []
+    tensor = tp.ProfileGroup(point.t, 0, "tensor", log)
+    data = tp.ProfileGroup(point.d, 0, "data", log)
+    model, opt = _model(point, tensor)
+    tokens, targets = _batch(point, 0)
+    return _timed_ops(log, lambda _: tp.train_step(model, opt, tokens, targets, data),
+                      repeats=repeats, warmup=warmup)
+
+
+@dataclass(frozen=True)
+class StageProfile:
+    """One pipeline stage of a ``t × p × d`` point, profiled on ONE process: the ops of one
+    micro-batch's forward (with the loss on the last stage) and backward, the bytes of the
+    activation it sends on (0 on the last stage), and what follows the flush (gradient
+    all-reduces on the tensor, data and embedding groups, the optimizer step)."""
+
+    forward: list[Op]
+    backward: list[Op]
+    activation_bytes: int
+    finish: list[Op]
+
+
+def profile_stages(point: GridPoint, repeats: int = 30, warmup: int = 5
+                   ) -> list[StageProfile]:
+    """Each stage of :class:`backends.megatron.GridGPT` on ONE process (tensor collectives
+    stood in by a :class:`~backends.tensor_parallel.ProfileGroup`), one micro-batch."""
+    from backends import megatron
+    from backends.measure import median_time
+    from backends.pipeline.partition import partition
+
+    log: list[tuple[Any, ...]] = []
+    tensor = tp.ProfileGroup(point.t, 0, "tensor", log)
+    model, _ = _model(point, tensor)
+    layers = megatron.stages(model)
+    parts = partition(layers, megatron.even_balance(len(layers), point.p))
+    local = point.global_batch // point.d
+    if local % point.microbatches:
+        raise ValueError(f"{local} sequences per replica do not split into "
+                         f"{point.microbatches} micro-batches")
+    tokens, targets = tp.lm_batch(point.config, local // point.microbatches, seed=1)
+    out: list[StageProfile] = []
+    x: torch.Tensor = tokens
+    for k, part in enumerate(parts):
+        last = k == len(parts) - 1
+        inp = x if k == 0 else x.detach().requires_grad_()
+
+        def forward(_: Any = None, part: Any = part, inp: torch.Tensor = inp,
+                    last: bool = last) -> torch.Tensor:
+            y = part(inp)
+            if last:
+                y = tp.vocab_parallel_cross_entropy(y, targets.t(), tensor).mean()
+            return y  # type: ignore[no-any-return]
+
+        y = forward()
+        grad = None if last else torch.ones_like(y)
+        fwd = _timed_ops(log, forward, repeats=repeats, warmup=warmup)
+        bwd = _timed_ops(log, lambda y, grad=grad: torch.autograd.backward(y, grad),
+                         forward, repeats=repeats, warmup=warmup)
+        params = list(part.parameters())
+        opt = torch.optim.SGD(params, lr=0.01)
+        for q in params:
+            q.grad = torch.zeros_like(q)
+        finish: list[Op] = [("compute", "", median_time(opt.step, repeats))]
+        partial = sum(q.numel() for q in params if getattr(q, "sequence_parallel", False))
+        if partial and point.t > 1:
+            finish.append(("all_reduce", "tensor", 4.0 * partial))
+        if point.d > 1:
+            finish.append(("all_reduce", "data", 4.0 * sum(q.numel() for q in params)))
+        if point.p > 1 and (k == 0 or last):
+            finish.append(("all_reduce", "embedding", 4.0 * model.wte.weight.numel()))
+        finish.append(finish.pop(0))  # the optimizer steps after the reductions
+        out.append(StageProfile(fwd, bwd, 0 if last else 4 * y.numel(), finish))
+        x = y.detach()
+    return out
+
+
 _PROGRAMS = {"all_gather": ring_all_gather, "reduce_scatter": ring_reduce_scatter}
 
 
-def _rank_program(comm: SimComm, ops: Sequence[Op], point: GridPoint,
-                  shared: dict[str, Any]) -> SimGen:
-    """Replay ``ops`` on this rank: compute on the shared cores, collectives on the groups."""
-    pool: CorePool | None = None
-    if not math.isinf(shared["cores"]):
-        pool = shared.setdefault("pool", CorePool(comm.env, shared["cores"]))
-    grid = tp.megatron_groups(point.world, point.t)
-    groups = {"tensor": comm.new_group(grid.of("tensor", comm.rank)),
-              "data": comm.new_group(grid.of("data", comm.rank))}
-    busy = 0.0
+def _replay(comm: SimComm, ops: Sequence[Op], groups: dict[str, SimComm | None],
+            pool: CorePool | None) -> SimGen:
+    """Run ``ops`` on this rank: compute on the shared cores, collectives on the groups."""
     for kind, group, value in ops:
         if kind == "compute":
             start = comm.now
@@ -137,7 +214,6 @@ def _rank_program(comm: SimComm, ops: Sequence[Op], point: GridPoint,
             else:
                 yield from pool.run(value)
             comm.span("compute", "compute", start)
-            busy += value
             continue
         sub = groups[group]
         assert sub is not None
@@ -145,20 +221,92 @@ def _rank_program(comm: SimComm, ops: Sequence[Op], point: GridPoint,
             yield from gloo_ring_all_reduce(sub, int(value), 4)
         else:
             yield from _PROGRAMS[kind](sub, int(value), 4)
-    return busy
 
 
-def predict(point: GridPoint, ops: Sequence[Op], cluster: Cluster,
+def _groups(comm: SimComm, point: GridPoint) -> dict[str, SimComm | None]:
+    grid = tp.megatron_groups(point.world, point.t, point.p)
+    mine = [g for g in grid.embedding if comm.rank in g and len(g) > 1]
+    return {"tensor": comm.new_group(grid.of("tensor", comm.rank)),
+            "data": comm.new_group(grid.of("data", comm.rank)),
+            "embedding": comm.new_group(mine[0]) if mine else None}
+
+
+def _pool(comm: SimComm, shared: dict[str, Any]) -> CorePool | None:
+    if math.isinf(shared["cores"]):
+        return None
+    pool: CorePool = shared.setdefault("pool", CorePool(comm.env, shared["cores"]))
+    return pool
+
+
+def _rank_program(comm: SimComm, ops: Sequence[Op], point: GridPoint,
+                  shared: dict[str, Any]) -> SimGen:
+    """Replay ``ops`` on this rank: compute on the shared cores, collectives on the groups."""
+    yield from _replay(comm, ops, _groups(comm, point), _pool(comm, shared))
+
+
+def _pipeline_rank_program(comm: SimComm, stages: Sequence[StageProfile], point: GridPoint,
+                           shared: dict[str, Any]) -> SimGen:
+    """This rank's stage of a ``t × p × d`` step, as :class:`backends.pipeline.runtime.Pipeline`
+    runs it: every receive posted up front, the 1F1B actions
+    (:mod:`simulator.pipeline.schedules`, the runtime's own lists) each waiting for its
+    input, replaying the stage's profiled ops and sending its output on; after the flush the
+    gradient all-reduces and the optimizer (:class:`backends.megatron.GridGPT`)."""
+    from simulator.pipeline.schedules import SCHEDULES
+
+    groups, pool = _groups(comm, point), _pool(comm, shared)
+    grid = tp.megatron_groups(point.world, point.t, point.p)
+    pipe = grid.of("pipeline", comm.rank)
+    k, m = pipe.index(comm.rank), point.microbatches
+    me = stages[k]
+    prev = pipe[k - 1] if k > 0 else None
+    nxt = pipe[k + 1] if k < point.p - 1 else None
+    recvs = {}
+    for i in range(m):
+        if prev is not None:
+            recvs[("F", i)] = comm.irecv(prev, stages[k - 1].activation_bytes, 2 * i)
+        if nxt is not None:
+            recvs[("B", i)] = comm.irecv(nxt, me.activation_bytes, 2 * i + 1)
+    sends = []
+    for action in SCHEDULES["1f1b"](point.p, m)[k]:
+        i = action.microbatch
+        if action.kind == "F":
+            if prev is not None:
+                yield recvs.pop(("F", i)).wait()
+            yield from _replay(comm, me.forward, groups, pool)
+            if nxt is not None:
+                sends.append(comm.isend(nxt, me.activation_bytes, 2 * i))
+        else:
+            if nxt is not None:
+                yield recvs.pop(("B", i)).wait()
+            yield from _replay(comm, me.backward, groups, pool)
+            if prev is not None:
+                sends.append(comm.isend(prev, stages[k - 1].activation_bytes, 2 * i + 1))
+    yield from _replay(comm, me.finish, groups, pool)
+    for send in sends:
+        yield send.wait()
+
+
+def predict(point: GridPoint, ops: Sequence[Op] | Sequence[StageProfile], cluster: Cluster,
             cores: float = math.inf) -> float:
-    """Predicted step time on ``cluster`` (``t·d`` ranks), ranks sharing ``cores``, s."""
+    """Predicted step time on ``cluster`` (``t·p·d`` ranks), ranks sharing ``cores``, s:
+    ``ops`` from :func:`profile_ops` (``p = 1``) or :func:`profile_stages`."""
     if cluster.world_size != point.world:
         raise ValueError(f"the cluster has {cluster.world_size} ranks, the grid {point.world}")
-    return run_spmd(cluster, _rank_program, ops, point, {"cores": cores},
-                    trace=False).makespan_s
+    program = _pipeline_rank_program if point.p > 1 else _rank_program
+    return run_spmd(cluster, program, ops, point, {"cores": cores}, trace=False).makespan_s
 
 
-def compute_seconds(ops: Sequence[Op]) -> float:
-    """One rank's compute in a step (the profile's sum), s."""
+def compute_seconds(ops: Sequence[Op] | Sequence[StageProfile], microbatches: int = 1
+                    ) -> float:
+    """One rank's compute in a step (the profile's sum; with stages, the busiest stage's
+    ``m`` forwards and backwards and its finish), s."""
+    if ops and isinstance(ops[0], StageProfile):
+        return max(microbatches * (_compute(st.forward) + _compute(st.backward))
+                   + _compute(st.finish) for st in ops if isinstance(st, StageProfile))
+    return _compute(ops)  # type: ignore[arg-type]
+
+
+def _compute(ops: Sequence[Op]) -> float:
     return math.fsum(v for k, _, v in ops if k == "compute")
 
 
@@ -271,6 +419,9 @@ def measure_rank(points: list[dict[str, Any]], repeats: int) -> dict[str, Any]:
     steps = []
     for fields in points:
         point = GridPoint(**fields)
+        if point.p > 1:
+            steps.append(_grid_step(point))
+            continue
         groups = tp.init_groups(point.t)
         model, opt = _model(point, groups["tensor"])
         dp_rank = torch.distributed.get_rank(groups["data"])
@@ -290,6 +441,18 @@ def measure_rank(points: list[dict[str, Any]], repeats: int) -> dict[str, Any]:
                        for fields, t in zip(points, timings[:-3], strict=True)],
             "exchange_s": max(chained - compute, 0.0), "fragment_s": compute,
             "exchange_back_to_back_s": bare}
+
+
+def _grid_step(point: GridPoint) -> Any:
+    """This rank's training step of a ``p > 1`` point (:class:`backends.megatron.GridGPT`)."""
+    from backends import megatron
+
+    grid = megatron.GridRank.create(point.t, point.p)
+    torch.manual_seed(0)
+    trained = megatron.GridGPT(point.config, grid, point.microbatches, point.sequence_parallel)
+    opt = torch.optim.SGD(trained.parameters(), lr=0.01)
+    tokens, targets = _batch(point, grid.dp_rank)
+    return lambda: trained.train_step(opt, tokens, targets)
 
 
 def mlp_speed_rank(hidden: int, tokens: int, repeats: int) -> dict[str, Any]:

@@ -82,3 +82,24 @@ def test_waiting_cluster_takes_its_latency_from_the_waiting_primitive(tmp_path):
     # no calibration: the free network, said so
     free, said = waiting_cluster(2, exchange, calibration=str(tmp_path / "none.json"))
     assert predict(point, one, free) < 1e-6 and "no calibration" in said
+
+
+def test_pipeline_grid_prediction_is_1f1b_over_the_profiled_stages():
+    from lab.tensor_parallel import profile_stages
+
+    point = GridPoint(t=1, d=1, p=2, microbatches=4)
+    stages = profile_stages(point, repeats=2, warmup=1)
+    assert [s.activation_bytes for s in stages] == [4 * 16 * 2 * 32, 0]  # [s, b/m, h] float32
+    assert ("all_reduce", "embedding", 4.0 * 64 * 32) in stages[0].finish
+    assert ("all_reduce", "embedding", 4.0 * 64 * 32) in stages[1].finish
+    free = predict(point, stages, _free(2))
+    busiest = compute_seconds(stages, point.microbatches)
+    one = max(compute_seconds(s.forward) + compute_seconds(s.backward) for s in stages)
+    # 1F1B on a free network: the busiest stage's work plus at most the (p − 1) bubble
+    assert busiest <= free * (1 + 1e-9) <= busiest + (point.p - 1) * one * (1 + 1e-9)
+    sp = profile_stages(GridPoint(t=2, d=1, p=2, microbatches=2, sequence_parallel=True),
+                        repeats=2, warmup=1)
+    assert sp[0].activation_bytes == 4 * 8 * 4 * 32  # the sequence shard crosses the boundary
+    assert any(g == "tensor" for k, g, _ in sp[0].forward if k != "compute")
+    with pytest.raises(ValueError, match="profile_stages"):
+        profile_ops(point)
