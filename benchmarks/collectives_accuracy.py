@@ -1,12 +1,20 @@
 """Accuracy of the chapter-2 collective predictions on this machine.
 
     .venv/bin/python benchmarks/collectives_accuracy.py [--out benchmarks/results] [--repeats 15]
+        [--twins …] [--worlds 2 4] [--calibration FILE] [--method sustained|single]
 
 Calibrates worlds 2 and 4 into a fresh file (primitives only: ping-pong sweep, concurrent
-exchanges, reduction, copy, matmul), then, in separate launches, measures the four headline
-algorithms of the issue — ring and recursive-doubling all-reduce, ring all-gather, binomial
-broadcast — at world 2 and 4 over 64 KiB–16 MiB, with PyTorch's built-in timed side by side.
-Writes every point (prediction, measured median/p10/p90, error, busbw, built-in time) to
+exchanges, chains of dependent exchanges, reduction, copy, matmul; kept as
+``OUT/collectives_calibration.json``), then measures the four headline algorithms of the issue —
+ring and recursive-doubling all-reduce, ring all-gather, binomial broadcast — at world 2 and 4
+over 64 KiB–16 MiB.
+
+``--method sustained`` (the default): one launch per world, every algorithm and size
+interleaved in the same rounds, each repeat running its operation back to back for ~20 ms and
+taking the time per call, the median over repeats reported (:func:`lab.compare.measure_sustained`,
+nccl-tests' way). ``--method single``: one launch per algorithm and world, single calls timed
+between barriers, PyTorch's built-in timed side by side (:func:`lab.compare.compare`).
+Writes every point (prediction, measured median/p10/p90, error, busbw) to
 ``collectives_accuracy.json``/``.csv`` and prints the median |relative error| per twin and world.
 Asserts nothing: read the medians, and run it twice to see how much this machine swings.
 """
@@ -14,11 +22,19 @@ Asserts nothing: read the medians, and run it twice to see how much this machine
 from __future__ import annotations
 
 import argparse
+import shutil
 import tempfile
 from pathlib import Path
 
 from lab.calibrate import calibrate
-from lab.compare import compare, median_abs_error, records_as_dicts, write_csv, write_json
+from lab.compare import (
+    compare,
+    compare_sustained,
+    median_abs_error,
+    records_as_dicts,
+    write_csv,
+    write_json,
+)
 from lab.twins import get_twin
 
 TWINS = ("all_reduce.ring", "all_reduce.recursive_doubling", "all_gather.ring",
@@ -30,23 +46,37 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--twins", nargs="+", default=list(TWINS), choices=TWINS)
+    parser.add_argument("--worlds", nargs="+", type=int, default=[2, 4], choices=[2, 3, 4])
+    parser.add_argument("--calibration", type=Path, default=None,
+                        help="reuse this calibration file (default: calibrate afresh)")
+    parser.add_argument("--method", choices=("sustained", "single"), default="sustained")
     args = parser.parse_args()
-    records, summary = [], []
     with tempfile.TemporaryDirectory() as tmp:
-        cal = Path(tmp) / "calibration.json"
-        for world in (2, 4):
-            calibrate(world, path=cal)
-        for name in TWINS:
-            for world in (2, 4):
-                got = compare(get_twin(name), [world], SIZES, args.repeats, cal, progress=False)
-                records += got
-                summary.append({"twin": name, "world": world,
-                                "median_abs_rel_error": median_abs_error(got)})
-                print(f"{name:<31} p={world}: median |error| {median_abs_error(got):6.1%}   "
-                      + " ".join(f"{r.rel_error:+.0%}" for r in got), flush=True)
+        cal = args.calibration or Path(tmp) / "calibration.json"
+        if args.calibration is None:
+            for world in args.worlds:
+                calibrate(world, path=cal)
+            args.out.mkdir(parents=True, exist_ok=True)
+            shutil.copy(cal, args.out / "collectives_calibration.json")
+        if args.method == "sustained":
+            records = compare_sustained(args.twins, args.worlds, SIZES, args.repeats, cal)
+        else:
+            records = [r for name in args.twins for world in args.worlds
+                       for r in compare(get_twin(name), [world], SIZES, args.repeats, cal,
+                                        progress=False)]
+    summary = []
+    for name in args.twins:
+        for world in args.worlds:
+            got = [r for r in records if r.twin == name and r.world == world]
+            summary.append({"twin": name, "world": world,
+                            "median_abs_rel_error": median_abs_error(got)})
+            print(f"{name:<31} p={world}: median |error| {median_abs_error(got):6.1%}   "
+                  + " ".join(f"{r.rel_error:+.0%}" for r in got), flush=True)
     rows = records_as_dicts(records)
     write_csv(rows, args.out / "collectives_accuracy.csv")
-    write_json({"records": rows, "summary": summary}, args.out / "collectives_accuracy.json")
+    write_json({"method": args.method, "records": rows, "summary": summary},
+               args.out / "collectives_accuracy.json")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,12 @@ Only primitives are measured (DESIGN.md, "The lab"):
   sends to its right one, the receive posted first — whose per-port rate against the
   ping-pong's prices the acknowledgements a port carries while it sends
   (:func:`simulator.core.shaped.ack_fraction`);
+* **chain of dependent exchanges** — ranks ``0 … k−1`` pass small messages round a ring,
+  each step (send right, receive from the left) waiting for the last, for ``k = 2 … world``;
+  the time of one step, averaged over a long chain (:data:`CHAIN_STEPS`), is what a message
+  among ``k`` in flight pays before its bytes move. With more runnable threads than cores (4
+  ranks, each a main thread plus gloo's I/O thread, on 2 cores) a woken receiver waits for a
+  time slice — up to a scheduler tick (4 ms at 250 Hz) — so this grows with ``k``;
 * **reduction** (γ) — ``a.add_(b)`` on float32 buffers, in every rank at once;
 * **copy** — ``dst.copy_(src)``, in every rank at once;
 * **compute** — a float32 matmul, in every rank at once (FLOP/s per rank).
@@ -107,6 +113,26 @@ def _shift(send: Any, recv: Any) -> None:
             work.wait()
 
 
+CHAIN_BYTES = 4096
+"""Message of the chain of dependent exchanges, bytes: small, so that its time is latency."""
+CHAIN_STEPS = 50
+"""Dependent steps timed back to back in one repeat of the chain: the step time is their
+mean, which takes in the occasional wait for a time slice as often as it happens."""
+
+
+def _chain(k: int, send: Any, recv: Any) -> None:
+    """One step of the chain among ranks ``0 … k−1``: send right, receive from the left, wait
+    for both (ranks ``≥ k`` stay out)."""
+    import torch.distributed as dist
+
+    rank = dist.get_rank()
+    if rank < k:
+        works = (dist.irecv(recv, (rank - 1) % k), dist.isend(send, (rank + 1) % k))
+        for work in works:
+            if work is not None:
+                work.wait()
+
+
 def exchange_flows(world_size: int) -> int:
     """Messages in flight during one exchange: both directions of each full pair."""
     return 2 * (world_size // 2)
@@ -134,6 +160,11 @@ def measure_primitives(sizes: Sequence[int], repeats: int, shift: bool = False
     exchange = measure_many([functools.partial(_shift if shift else _exchange, b, s)
                              for b, s in pairs], repeats=repeats)
 
+    token, slot = torch.zeros(CHAIN_BYTES, dtype=torch.uint8), torch.empty(CHAIN_BYTES,
+                                                                          dtype=torch.uint8)
+    chain = measure_many([functools.partial(_chain, k, token, slot)
+                          for k in range(2, world + 1)], repeats=repeats, inner=CHAIN_STEPS)
+
     elems = 4 * 2**20  # 16 MiB of float32: larger than the caches, like a gradient bucket
     a, b = torch.rand(elems), torch.rand(elems)
     reduce_s = measure(lambda: a.add_(b), repeats=repeats).median_s
@@ -143,7 +174,8 @@ def measure_primitives(sizes: Sequence[int], repeats: int, shift: bool = False
     mm_s = measure(lambda: torch.mm(x, y), repeats=repeats).median_s
     return {"world_size": world, "p2p_times_s": p2p,
             "exchange_sizes": [b.numel() for b in big],
-            "exchange_times_s": [t.median_s for t in exchange], "reduce_Bps": 4 * elems / reduce_s,
+            "exchange_times_s": [t.median_s for t in exchange],
+            "chain_latency_s": [t.median_s for t in chain], "reduce_Bps": 4 * elems / reduce_s,
             "memcpy_Bps": 4 * elems / copy_s, "flops_per_s": 2 * m**3 / mm_s,
             "torch_version": torch.__version__}
 
@@ -234,6 +266,7 @@ def calibrate(world_size: int = 2, backend: str = "gloo", sizes: Sequence[int] =
         fit_rel_residuals=list(fit.rel_residuals),
         exchange_sizes=list(ex_sizes), exchange_times_s=list(ex_times),
         created=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        torch_version=str(result["torch_version"]), network=key)
+        torch_version=str(result["torch_version"]), network=key,
+        chain_latency_s=list(result["chain_latency_s"]) if key == "loopback" else [])
     save_entry(entry, path)
     return entry

@@ -114,6 +114,47 @@ def measure_twin(name: str, sizes: Sequence[int], repeats: int) -> list[dict[str
     return ours
 
 
+SUSTAINED_REPEAT_S = 0.02
+"""How long one repeat of :func:`measure_sustained` runs its operation back to back, s."""
+
+
+def measure_sustained(points: Sequence[tuple[str, int]], repeats: int,
+                      repeat_s: float = SUSTAINED_REPEAT_S) -> list[dict[str, Any]]:
+    """Rank function: each ``(twin name, nbytes)`` point timed as nccl-tests times it.
+
+    A repeat runs the operation back to back for about ``repeat_s`` seconds (at least once)
+    and takes the time per call; the point's statistic is the median over ``repeats`` such
+    repeats. Every point's repeats are interleaved in the same rounds
+    (:func:`backends.measure.measure_many`), so a slow spell of the machine hits all points
+    alike. On a host with more runnable threads than cores a single call is a lottery — a
+    woken rank may wait a whole scheduler tick (4 ms here) or not at all — and its median
+    swings with how often that happens; the time per call over many calls takes the waits in
+    as often as they occur, which is what the simulator's calibrated step latency
+    (:mod:`lab.calibrate`'s chain of dependent exchanges, timed the same way) predicts.
+    """
+    import math
+
+    from backends.measure import measure, measure_many
+
+    twins = {name: get_twin(name) for name, _ in points}
+    for twin in twins.values():
+        twin.check(min(n for name, n in points if name == twin.name))
+    steps = [twins[name].real_step(nbytes, None) for name, nbytes in points]
+    calls = [max(1, math.ceil(repeat_s / measure(step, repeats=3, inner=1).median_s))
+             for step in steps]
+
+    def looped(step: Callable[[], None], k: int) -> Callable[[], None]:
+        def run() -> None:
+            for _ in range(k):
+                step()
+        return run
+
+    timings = measure_many([looped(s, k) for s, k in zip(steps, calls, strict=True)],
+                           repeats=repeats, inner=1)
+    return [{"median_s": t.median_s / k, "p10_s": t.p10_s / k, "p90_s": t.p90_s / k,
+             "calls": k} for t, k in zip(timings, calls, strict=True)]
+
+
 def trace_twin(name: str, nbytes: int) -> list[dict[str, Any]]:
     """Rank function: one warm run, then one traced run; every rank's spans."""
     import torch.distributed as dist
@@ -197,6 +238,29 @@ def compare(twin: Twin, worlds: Sequence[int], sizes: Sequence[int], repeats: in
     finally:
         bar.close()
     return records
+
+
+def compare_sustained(names: Sequence[str], worlds: Sequence[int], sizes: Sequence[int],
+                      repeats: int = 15, calibration: str | Path | None = None,
+                      backend: str = "gloo", timeout: float = 60.0) -> list[Record]:
+    """Predict and measure every twin × size, one launch per world size, all points
+    interleaved (:func:`measure_sustained`); the records in ``names`` × ``worlds`` order."""
+    from backends.launch import spawn
+
+    twins = [get_twin(name) for name in names]
+    by_point: dict[tuple[str, int, int], Record] = {}
+    for world in worlds:
+        for twin in twins:
+            _check_world(twin, world)
+        points = [(twin.name, nbytes) for twin in twins for nbytes in sizes]
+        measured = spawn(measure_sustained, world, points, repeats, backend=backend,
+                         timeout=timeout)[0]
+        for twin in twins:
+            predicted = predict(twin, world, sizes, "local", calibration, backend)
+            for pred in predicted:
+                meas = measured[points.index((twin.name, pred["bytes"]))]
+                by_point[(twin.name, world, pred["bytes"])] = _record(twin, world, pred, meas)
+    return [by_point[(t.name, w, n)] for t in twins for w in worlds for n in sizes]
 
 
 def _record(twin: Twin, world: int, pred: dict[str, Any], meas: dict[str, Any]) -> Record:

@@ -55,6 +55,11 @@ class CalibrationEntry:
             default) or a shaped network such as ``shaped:1gbit`` (:mod:`backends.shaped`,
             :mod:`simulator.core.shaped`); entries of different networks never replace
             each other.
+        chain_latency_s: the time of one step of a chain of dependent exchanges among ``k``
+            ranks (a ring of small messages, each step waiting for the last), for ``k = 2, 3,
+            …, world_size``, s (empty: not measured): what a message pays when ``k`` are in
+            flight and every sender had to be woken to send it — on a host with fewer cores
+            than runnable threads, a wait for a time slice (:mod:`lab.calibrate`).
     """
 
     host: str
@@ -76,6 +81,7 @@ class CalibrationEntry:
     created: str = ""
     torch_version: str = ""
     network: str = "loopback"
+    chain_latency_s: list[float] = field(default_factory=list)
 
     @property
     def key(self) -> str:

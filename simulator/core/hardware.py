@@ -124,7 +124,9 @@ class Cluster:
         bus shared by all messages (the aggregate bandwidth of concurrent exchanges). The bus
         is never slower than one message alone was measured to go, so it is at least B; a
         message that starts while others are in flight pays the exchanges' latency (never
-        below α): on a shared host its process must first be scheduled again.
+        below α): on a shared host its process must first be scheduled again. Where the
+        calibration measured the chain of dependent exchanges, that latency depends on how
+        many messages are in flight (:func:`chain_latencies`).
         Without an exchange measurement the ranks are simply fully connected. An entry
         calibrated on a shaped network (``entry.network`` ``shaped:…``) gives
         :meth:`shaped`'s switch instead.
@@ -140,7 +142,8 @@ class Cluster:
         if entry.bus_bandwidth_Bps > 0:
             bus = max(entry.bus_bandwidth_Bps, entry.bandwidth_Bps)
             busy = max(entry.bus_latency_s, entry.latency_s) if entry.bus_latency_s else None
-            topo = Topology.shared_bus(world_size, link, bus, busy)
+            topo = Topology.shared_bus(world_size, link, bus, busy or entry.latency_s,
+                                       chain_latencies(entry))
         else:
             topo = Topology.fully_connected(world_size, link)
         return cls.homogeneous(f"local-{entry.backend}x{world_size}", device, topo)
@@ -206,6 +209,16 @@ class Cluster:
         return cls(f"shaped-{spec_text(rates)}x{world_size}", (device,) * world_size,
                    shaped_topology(ports, busy_latency_s=entry.bus_latency_s or None),
                    buffered_sends=True)
+
+
+def chain_latencies(entry: CalibrationEntry) -> tuple[float, ...]:
+    """α of a message that starts while ``k`` others are in flight (entry ``k − 1``), s.
+
+    ``k + 1`` messages in flight at once are a step of the calibration's chain of dependent
+    exchanges among ``k + 1`` ranks (``entry.chain_latency_s``); never below the idle α.
+    Empty when the entry has no chain measurement.
+    """
+    return tuple(max(t, entry.latency_s) for t in entry.chain_latency_s)
 
 
 def _ethernet(world_size: int) -> Cluster:

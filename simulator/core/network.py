@@ -57,6 +57,11 @@ class Link:
             one, s (``None``: always ``latency_s``). On a host whose ranks share cores, a
             message that arrives while other copies are in progress waits for its process to
             be scheduled again: its latency is a scheduling delay, not the idle α.
+        busy_latency_by_flows: the same by how many messages are in flight when it starts:
+            entry ``k − 1`` with ``k`` others in flight (the last entry for more), s; empty:
+            ``busy_latency_s`` whatever their number. On a host of ``c`` cores the delay grows
+            with the number of ranks that are runnable at once (:mod:`lab.calibrate`'s chain
+            of dependent exchanges among ``k`` ranks measures it).
         ack_fraction: bytes a transfer crossing this link in one direction puts on the
             *other* direction per byte it carries (TCP's acknowledgements), in units of the
             link's bandwidth; 0 leaves the directions independent. Counted by ``fair`` sharing
@@ -69,6 +74,7 @@ class Link:
     contention: Contention = "fair"
     busy_latency_s: float | None = None
     ack_fraction: float = 0.0
+    busy_latency_by_flows: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.latency_s >= 0:
@@ -287,7 +293,8 @@ class Topology:
 
     @classmethod
     def shared_bus(cls, world_size: int, port: Link, bus_Bps: float,
-                   busy_latency_s: float | None = None) -> Topology:
+                   busy_latency_s: float | None = None,
+                   busy_latency_by_flows: Sequence[float] = ()) -> Topology:
         """Ranks on one machine: each has a port, and *every* message crosses one shared bus.
 
         Ranks that are processes on one host talk over loopback: each message is copied by
@@ -298,10 +305,12 @@ class Topology:
         ``b``'s port. One message alone moves at ``min(port, bus)``; ``k`` at once share the
         bus (with ``fair`` contention), which is what a calibration with concurrent
         exchanges measures (:mod:`lab.calibrate`). A message that starts while the bus carries
-        another pays ``busy_latency_s`` instead of α (see :class:`Link`).
+        another pays ``busy_latency_s`` instead of α — or, given ``busy_latency_by_flows``,
+        its entry for the number of messages already in flight (see :class:`Link`).
         """
         port_link = replace(port, latency_s=0.0)
-        bus = replace(port, bandwidth_Bps=bus_Bps, busy_latency_s=busy_latency_s)
+        bus = replace(port, bandwidth_Bps=bus_Bps, busy_latency_s=busy_latency_s,
+                      busy_latency_by_flows=tuple(busy_latency_by_flows))
         links: dict[frozenset[Node], Link] = {frozenset(("bus_in", "bus_out")): bus}
         for r in range(world_size):
             links[frozenset((r, "bus_in"))] = port_link
@@ -311,6 +320,14 @@ class Topology:
             return [src] if src == dst else [src, "bus_in", "bus_out", dst]
 
         return cls(world_size, links, "shared_bus", router)
+
+
+def _busy_latency(link: Link, others: int) -> float:
+    """A link's α for a message that starts while ``others`` (≥ 1) are in flight, s."""
+    if link.busy_latency_by_flows:
+        table = link.busy_latency_by_flows
+        return table[min(others, len(table)) - 1]
+    return link.latency_s if link.busy_latency_s is None else link.busy_latency_s
 
 
 def _hop_cost(link: Link) -> float:
@@ -332,8 +349,8 @@ def _node_order(node: Node) -> tuple[int, int, str]:
 class _Path:
     """What :meth:`Network.transfer` needs to know about one route, worked out once."""
 
-    __slots__ = ("acks", "busy", "busy_latency_s", "cap", "channels", "fair", "fifo",
-                 "latency_s")
+    __slots__ = ("acks", "busy", "busy_by_flows", "busy_latency_s", "cap", "channels", "fair",
+                 "fifo", "latency_s")
 
     def __init__(self, topology: Topology, src: int, dst: int) -> None:
         self.channels = topology.route(src, dst)
@@ -344,6 +361,10 @@ class _Path:
                      if link.busy_latency_s is not None]
         self.busy_latency_s = sum(link.latency_s if link.busy_latency_s is None
                                   else link.busy_latency_s for link in links)
+        # the path's α with k others in flight (entry k − 1), where a link has such a table
+        longest = max((len(link.busy_latency_by_flows) for link in links), default=0)
+        self.busy_by_flows = tuple(
+            sum(_busy_latency(link, k) for link in links) for k in range(1, longest + 1))
         # a global lock order over fifo channels: no two transfers wait on each other
         self.fifo = sorted((c for c, link in zip(self.channels, links, strict=True)
                             if link.contention == "fifo"), key=lambda c: tuple(map(str, c)))
@@ -406,7 +427,10 @@ class Network:
             self.bytes_per_channel[channel] = self.bytes_per_channel.get(channel, 0) + nbytes
         latency = path.latency_s
         if path.busy:
-            if any(self._in_flight.get(c, 0) for c in path.busy):
+            others = max(self._in_flight.get(c, 0) for c in path.busy)
+            if others and path.busy_by_flows:
+                latency = path.busy_by_flows[min(others, len(path.busy_by_flows)) - 1]
+            elif others:
                 latency = path.busy_latency_s
             for c in path.busy:
                 self._in_flight[c] = self._in_flight.get(c, 0) + 1

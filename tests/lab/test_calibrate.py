@@ -53,6 +53,7 @@ def test_quick_calibration_writes_an_entry_the_simulator_reads(tmp_path):
     assert json.loads(path.read_text())["schema"] == 1
     assert entry.exchange_sizes == [2**16, 2**20, 2**22] and entry.bus_bandwidth_Bps > 0
     assert entry.bus_latency_s >= 0
+    assert len(entry.chain_latency_s) == 1 and entry.chain_latency_s[0] > 0  # k = 2
     local = Cluster.local(2, path=path)
     assert local.topology.name == "shared_bus"
     assert local.topology.path_latency_s(0, 1) == pytest.approx(entry.latency_s)

@@ -60,3 +60,21 @@ def test_measured_bus_bandwidth_puts_ranks_on_a_shared_bus():
     # the bus is never slower than one message alone was measured to go (B = 4 GB/s)
     assert c.topology.path_bandwidth_Bps(0, 3) == 4e9
     assert c.topology.path_latency_s(0, 3) == 5e-5
+
+
+def test_a_calibrated_chain_prices_messages_by_how_many_are_in_flight():
+    from dataclasses import replace
+
+    from simulator.core.hardware import chain_latencies
+
+    e = replace(entry(4), bus_bandwidth_Bps=4e9, bus_latency_s=6e-4,
+                chain_latency_s=[2e-5, 4e-4, 1.5e-3])
+    # never below the idle α (5e-5)
+    assert chain_latencies(e) == pytest.approx((5e-5, 4e-4, 1.5e-3))
+    c = Cluster.from_calibration(e)
+    bus = c.topology.link(("bus_in", "bus_out"))
+    assert bus.busy_latency_by_flows == pytest.approx((5e-5, 4e-4, 1.5e-3))
+    # an entry without the chain keeps one busy latency for any number in flight
+    flat = Cluster.from_calibration(replace(e, chain_latency_s=[]))
+    assert flat.topology.link(("bus_in", "bus_out")).busy_latency_by_flows == ()
+    assert flat.topology.link(("bus_in", "bus_out")).busy_latency_s == 6e-4

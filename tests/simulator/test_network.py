@@ -168,3 +168,15 @@ def test_a_message_among_others_in_flight_pays_the_busy_latency():
     assert times == pytest.approx([1e-5, 1e-3])
     # one after another (a ping-pong) never sees a busy bus
     assert arrivals(topo, [(0, 1)], [2 * 10**6])[0] == pytest.approx([1e-5 + 2e-3])
+
+
+def test_the_busy_latency_grows_with_the_messages_in_flight():
+    # entry k-1: k others in flight (a chain among k+1 ranks); more than the table: the last
+    topo = Topology.shared_bus(4, Link(1e-5, 1e9, "fair"), bus_Bps=1e9, busy_latency_s=1e-3,
+                               busy_latency_by_flows=(1e-4, 5e-4))
+    times, _ = arrivals(topo, [(0, 1), (1, 2), (2, 3), (3, 0)], [0, 0, 0, 0])
+    assert times == pytest.approx([1e-5, 1e-4, 5e-4, 5e-4])
+    # without a table every busy message pays busy_latency_s, however many are in flight
+    flat = Topology.shared_bus(4, Link(1e-5, 1e9, "fair"), bus_Bps=1e9, busy_latency_s=1e-3)
+    times, _ = arrivals(flat, [(0, 1), (1, 2), (2, 3)], [0, 0, 0])
+    assert times == pytest.approx([1e-5, 1e-3, 1e-3])

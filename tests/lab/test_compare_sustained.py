@@ -1,0 +1,22 @@
+"""The sustained, interleaved measurement behind benchmarks/collectives_accuracy.py."""
+
+import pytest
+
+from lab.compare import compare_sustained
+from simulator.core.calibration import CalibrationEntry, save_entry, this_host
+
+
+def test_sustained_comparison_measures_every_point_in_one_launch(tmp_path):
+    path = tmp_path / "cal.json"
+    save_entry(CalibrationEntry(this_host(), "gloo", 2, 5e-5, 4e9, 1.2e10, 1.4e10, 1e11,
+                                bus_bandwidth_Bps=4e9, bus_latency_s=1e-4,
+                                chain_latency_s=[1e-4]), path)
+    names, sizes = ["all_gather.ring", "broadcast.binomial"], [2**12, 2**16]
+    records = compare_sustained(names, [2], sizes, repeats=2, calibration=path)
+    assert [(r.twin, r.world, r.bytes) for r in records] == [
+        (name, 2, n) for name in names for n in sizes]
+    for r in records:
+        assert 0 < r.measured_p10_s <= r.measured_median_s <= r.measured_p90_s
+        assert r.predicted_s > 0
+        assert r.rel_error == pytest.approx((r.predicted_s - r.measured_median_s)
+                                            / r.measured_median_s)
