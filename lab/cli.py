@@ -337,7 +337,8 @@ def cmd_horovodrun(args: argparse.Namespace) -> int:
     mb = args.fusion_threshold_mb
     if mb is not None and mb < 0:
         raise UsageError(f"--fusion-threshold-mb must be at least 0, not {mb:g}")
-    return horovodrun(args.np, args.task_command, cycle_time_ms=args.cycle_time_ms,
+    command = args.task_command[1:] if args.task_command[:1] == ["--"] else args.task_command
+    return horovodrun(args.np, command, cycle_time_ms=args.cycle_time_ms,
                       fusion_threshold_bytes=None if mb is None else int(mb * 2**20),
                       start_timeout_s=args.start_timeout)
 

@@ -193,6 +193,14 @@ def test_bad_input_is_one_line_and_status_2(argv: list[str],
     assert err.startswith("distml-lab: error: ") and err.count("\n") == 1
 
 
+def test_cli_runs_the_command_after_a_double_dash(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["horovodrun", "-np", "2", "--", PYTHON, "-c",
+                 "import os; print('rank', os.environ['HOROVOD_RANK'])"]) == 0
+    out = capsys.readouterr()
+    assert sorted(out.out.splitlines()) == ["[0]<stdout>:rank 0", "[1]<stdout>:rank 1"]
+    assert "ranks 0, 1 exited without calling hvd.init()" in out.err
+
+
 def test_driver_checks_who_registers(monkeypatch: pytest.MonkeyPatch) -> None:
     driver = DriverService(2).start()
     try:
