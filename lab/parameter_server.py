@@ -4,11 +4,14 @@ Prediction needs two kinds of primitives, neither measured on a parameter-server
 
 * the machine's, from the calibration file (:mod:`lab.calibrate`): point-to-point α and B, the
   shared-bus bandwidth and busy latency of concurrent loopback messages, and the core count;
-* the van's messages (:func:`measure_van_link`, one launch at the run's world size): a header
-  received from any source, then a payload, echoed by one rank to ``k`` senders (the fan-in a
-  server or worker has), timed as the CPU each message costs — on loopback moving a message
-  is work of the host's cores, and the calibration's α, B and busy latency, fitted on
-  1 KiB–64 MiB messages, say little about a 112-byte header;
+* the extra of a receive from any source (:func:`measure_anysource`, ping-pong);
+* or, instead of the calibration's network terms, the van's messages
+  (:func:`measure_van_link`, one launch at the run's world size): a header received from any
+  source, then a payload, echoed by one rank to ``k`` senders (the fan-in a server or worker
+  has), timed as the CPU each message costs — on loopback moving a message is work of the
+  host's cores. It counts that work but not a message's wait for a core on an oversubscribed
+  host, which the calibration's busy latency does; on a 2-core machine it predicts too fast
+  (``benchmarks/ps_accuracy.py`` prints both);
 * the code's, measured here on **one process** (:func:`profile_costs`): coding a message
   header, waking a waiting thread, a server handling a push or a pull of ``n`` values (the
   :class:`~backends.parameter_server.KVStore` called directly), and a worker's gradient
