@@ -126,8 +126,7 @@ def key_rates(key: str) -> list[int]:
     return parse_bandwidths(spec)
 
 
-def shaped_topology(ports: Sequence[Link], duplex: float = 2.0,
-                    busy_latency_s: float | None = None) -> Topology:
+def shaped_topology(ports: Sequence[Link], busy_latency_s: float | None = None) -> Topology:
     """A switch with one full-duplex port per rank, and one connection per pair of ranks.
 
     Rank ``k``'s port ``ports[k]`` joins ``k`` to the switch ``"sw"``: the direction
@@ -138,19 +137,18 @@ def shaped_topology(ports: Sequence[Link], duplex: float = 2.0,
     ε bytes of TCP acknowledgements per byte: a rank that sends while it receives (a ring
     step, an exchange) sends its data beside the acknowledgements of what it receives.
 
-    Between the two ports a message crosses its pair's *connection* ``"c{lo}-{hi}"`` (both
-    directions of the pair cross it the same way): gloo keeps one TCP connection per pair of
-    ranks, and ``duplex`` says how many directions' worth it carries at once (1: one at a time,
-    2: both at full rate, the default — gloo's directions overlap when each step posts its
-    receive before its send, see :mod:`backends.collectives.comm`).
+    Between the two ports a message crosses its pair's *connection*: gloo keeps one TCP
+    connection per pair of ranks, a byte stream in each direction, so two messages from ``a``
+    to ``b`` cross one after the other (``fifo``: a ring's next chunk queues behind the one
+    still on the wire instead of sharing the port with it), while the two directions are
+    independent (they overlap when each step posts its receive before its send, see
+    :mod:`backends.collectives.comm`).
 
     Every message also crosses the host, ``"host" -> "host'"``: no bandwidth limit, but the
     ranks are still processes sharing this machine's cores. A message that starts while
     another is in flight anywhere pays ``busy_latency_s`` instead of the idle α (the
     calibration's concurrent shift, as :meth:`Topology.shared_bus` does on loopback).
     """
-    if not 1.0 <= duplex <= 2.0:
-        raise ValueError(f"duplex must be between 1 and 2, got {duplex}")
     through = Link(0.0, math.inf, "none")
     alpha = sum(p.latency_s for p in ports[:2]) if len(ports) > 1 else 0.0
     extra = None if busy_latency_s is None else max(0.0, busy_latency_s - alpha)
@@ -162,18 +160,19 @@ def shaped_topology(ports: Sequence[Link], duplex: float = 2.0,
         links[frozenset((r, "sw"))] = link
     for a in range(len(ports)):
         for b in range(a + 1, len(ports)):
-            rate = duplex * min(ports[a].bandwidth_Bps, ports[b].bandwidth_Bps)
-            inp, out = f"c{a}-{b}", f"c{a}-{b}'"
-            links[frozenset(("host'", inp))] = through
-            links[frozenset((inp, out))] = replace(ports[a], latency_s=0.0, bandwidth_Bps=rate,
-                                                   ack_fraction=0.0)
-            links[frozenset((out, "sw"))] = through
+            head, tail = f"c{a}-{b}", f"c{a}-{b}'"  # a -> b crosses head -> tail, b -> a back
+            links[frozenset((head, tail))] = replace(through, contention="fifo")
+            for end in (head, tail):
+                links[frozenset(("host'", end))] = through
+                links[frozenset((end, "sw"))] = through
 
     def router(topo: Topology, src: int, dst: int) -> list[Node]:
         if src == dst:
             return [src]
         lo, hi = min(src, dst), max(src, dst)
-        return [src, "sw", "host", "host'", f"c{lo}-{hi}", f"c{lo}-{hi}'", "sw", dst]
+        stream = [f"c{lo}-{hi}", f"c{lo}-{hi}'"]
+        return [src, "sw", "host", "host'", *(stream if src < dst else stream[::-1]), "sw",
+                dst]
 
     return Topology(len(ports), links, "shaped_switch", router)
 
@@ -185,21 +184,27 @@ def shift_flows(world_size: int) -> int:
     return world_size
 
 
-def ack_fraction(bandwidth_Bps: float, shift_Bps: float, world_size: int) -> float:
+def ack_fraction(bandwidth_Bps: float, shift_Bps: float, world_size: int,
+                 rates_bps: Sequence[int] = ()) -> float:
     """ε: what a port sending while it receives loses to acknowledgements, from calibration.
 
     ``shift_Bps`` is the calibration's aggregate rate of the concurrent shift (every rank
     sends to its right neighbour while receiving from its left one, :func:`shift_flows`
-    messages), ``bandwidth_Bps`` one direction's ping-pong bandwidth. Each port then carries
-    its data plus ε times its incoming data, so one rank's rate is B/(1 + ε):
-    ε = B / (shift_Bps / world) − 1, kept within [0, 0.5] (0 when not measured). Measured
-    at 100 Mbit/s: about 0.03–0.06; the acknowledgement frames alone are 66 bytes per two
+    messages, timed until the slowest is done), ``bandwidth_Bps`` one direction's ping-pong
+    bandwidth on the rank 0 ↔ 1 path, ``rates_bps`` the calibrated line rates (the slowest
+    port sets the shift's pace; none given: all alike). Each port carries its data plus ε
+    times its incoming data, so the slowest port's rank moves B_slow/(1 + ε):
+    ε = B_slow / (shift_Bps / world) − 1, kept within [0, 0.5] (0 when not measured).
+    Measured at 100 Mbit/s: 0.04–0.08; the acknowledgement frames alone are 66 bytes per two
     1514-byte frames, 0.023.
     """
     if shift_Bps <= 0 or world_size < 2:
         return 0.0
+    slowest = bandwidth_Bps
+    if rates_bps:
+        slowest *= min(rates_bps) / min(rates_bps[0], rates_bps[1 % len(rates_bps)])
     per_port = shift_Bps / shift_flows(world_size)
-    return min(0.5, max(0.0, bandwidth_Bps / per_port - 1.0))
+    return min(0.5, max(0.0, slowest / per_port - 1.0))
 
 
 def efficiency(bandwidth_Bps: float, rates_bps: Sequence[int]) -> float:
