@@ -45,7 +45,14 @@ from pathlib import Path
 from typing import Any
 
 from lab.compare import write_csv, write_json
-from lab.pipeline import PipelineSetup, host_cores, profile_quietly, side_by_side
+from lab.pipeline import (
+    PipelineSetup,
+    host_cores,
+    profile_quietly,
+    profile_stages_together,
+    quietly,
+    side_by_side,
+)
 from lab.units import parse_worlds
 from simulator.pipeline.profile import LayerProfile
 
@@ -64,11 +71,15 @@ def exclusive(lock: Path = LOCK) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def points(stages: list[int], microbatches: list[int], schedules: list[str]
-           ) -> list[PipelineSetup]:
-    """The sweep, plus checkpointed points for the memory comparison."""
-    sweep = [PipelineSetup(stages=p, microbatches=m, schedule=s)
-             for p in stages for s in schedules for m in microbatches]
+def points(stages: list[int], microbatches: list[int], schedules: list[str],
+           chunks: int = 2) -> list[PipelineSetup]:
+    """The sweep, plus checkpointed points for the memory comparison (interleaved: ``chunks``
+    per rank, where the 8 blocks fill ``stages · chunks`` virtual stages and the stages divide
+    the micro-batches, as Megatron's schedule needs)."""
+    sweep = [PipelineSetup(stages=p, microbatches=m, schedule=s,
+                           chunks=chunks if s == "interleaved" else 1)
+             for p in stages for s in schedules for m in microbatches
+             if s != "interleaved" or (p * chunks <= PipelineSetup.layers and m % p == 0)]
     sweep += [PipelineSetup(stages=p, microbatches=4, schedule="gpipe", checkpoint=c)
               for p in sorted({min(stages), max(stages)}) for c in ("except_last", "always")]
     return sorted(sweep, key=lambda s: s.stages)  # stable: a stage count's points together
@@ -77,24 +88,39 @@ def points(stages: list[int], microbatches: list[int], schedules: list[str]
 def measure_point(setup: PipelineSetup,
                   profiles: dict[tuple[int, int], tuple[list[LayerProfile], float]],
                   args: argparse.Namespace) -> dict[str, Any]:
-    """Profile (once per micro-batch size), predict and measure one point; measure again
-    while other programs used more than ``--max-foreign`` of the CPU, keep the quietest."""
+    """Profile (per-layer: once per micro-batch size; per-stage: once per point), predict and
+    measure one point; measure again while other programs used more than ``--max-foreign``
+    of the CPU, keep the quietest."""
     out: dict[str, Any] = {}
+    colocated = args.profile == "colocated"
     # a profile depends on the micro-batch size (and, co-located, on how many copies ran)
-    m = (setup.microbatches, min(setup.stages, host_cores()) if args.colocated_profile else 1)
+    m = (setup.microbatches, min(setup.stages, host_cores()) if colocated else 1)
+    stage_times: tuple[list[LayerProfile] | None, float] = (None, 0.0)
     for _ in range(args.attempts):
         if m not in profiles or profiles[m][1] > args.max_foreign:
-            candidate = profile_quietly(setup, args.profile_repeats, args.colocated_profile)
+            candidate = profile_quietly(setup, args.profile_repeats, colocated)
             if m not in profiles or candidate[1] < profiles[m][1]:
                 profiles[m] = candidate
-        attempt = side_by_side(setup, args.repeats, layer_profile=profiles[m][0])
+        if args.profile == "stages" and (stage_times[0] is None
+                                         or stage_times[1] > args.max_foreign):
+            candidate = quietly(profile_stages_together, setup.with_balance(profiles[m][0]))
+            if stage_times[0] is None or candidate[1] < stage_times[1]:
+                stage_times = candidate
+        attempt = side_by_side(setup, args.repeats, layer_profile=profiles[m][0],
+                               stage_times=stage_times[0])
         if not out or (attempt["record"]["foreign_cpu_share"]
                        < out["record"]["foreign_cpu_share"]):
             out = attempt
         if out["record"]["foreign_cpu_share"] <= args.max_foreign:
             break
     record: dict[str, Any] = out["record"]
-    record["profile_foreign_cpu_share"] = profiles[m][1]
+    record["profile"] = args.profile
+    record["profile_foreign_cpu_share"] = max(profiles[m][1], stage_times[1])
+    if stage_times[0] is not None:
+        record["stage_times_s"] = [
+            {"forward_s": x.forward_s, "backward_s": x.backward_s,
+             "forward_together_s": x.forward_together_s,
+             "backward_together_s": x.backward_together_s} for x in stage_times[0]]
     return record
 
 
@@ -122,12 +148,22 @@ def main() -> None:
     parser.add_argument("--tag", default="")
     parser.add_argument("--max-foreign", type=float, default=0.1)
     parser.add_argument("--attempts", type=int, default=3)
-    parser.add_argument("--colocated-profile", action="store_true",
-                        help="profile with min(stages, cores) copies running at once "
-                             "(shared cache and memory bandwidth in the profile)")
+    parser.add_argument("--chunks", type=int, default=2,
+                        help="model chunks per rank of the interleaved schedule")
+    parser.add_argument("--profile", choices=("stages", "layers", "colocated"),
+                        default="stages",
+                        help="stages: each stage's compute as the runtime runs it, alone and "
+                             "with min(stages, cores) copies computing at once; layers: the "
+                             "per-layer profile summed; colocated: the per-layer profile with "
+                             "copies running at once")
     args = parser.parse_args()
-    sweep = points(parse_worlds(args.stages), parse_worlds(args.microbatches),
-                   args.schedules.split(","))
+    schedules = args.schedules.split(",")
+    unknown = set(schedules) - {"gpipe", "1f1b", "interleaved"}
+    if unknown:
+        parser.error(f"unknown schedule(s) {', '.join(sorted(unknown))}; choose from gpipe, "
+                     "1f1b, interleaved")
+    sweep = points(parse_worlds(args.stages), parse_worlds(args.microbatches), schedules,
+                   args.chunks)
     profiles: dict[tuple[int, int], tuple[list[LayerProfile], float]] = {}
     records: list[dict[str, Any]] = []
     for _, group in itertools.groupby(sweep, key=lambda s: s.stages):

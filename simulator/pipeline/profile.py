@@ -32,6 +32,9 @@ class LayerProfile:
         output_bytes: bytes of the layer's output per micro-batch — what crosses to the next
             stage when a stage boundary follows this layer, and what a checkpointed stage
             keeps as its input. ``None`` means the same as ``activation_bytes``.
+        forward_together_s / backward_together_s: the same compute while other processes
+            of the host compute at the same moment (shared cache and memory bandwidth), s;
+            ``None``: as alone (see :class:`simulator.pipeline.cores.CorePool`).
     """
 
     name: str
@@ -40,10 +43,13 @@ class LayerProfile:
     activation_bytes: int
     parameter_bytes: int
     output_bytes: int | None = None
+    forward_together_s: float | None = None
+    backward_together_s: float | None = None
 
     def __post_init__(self) -> None:
-        for field_name in ("forward_s", "backward_s", "activation_bytes", "parameter_bytes"):
-            if getattr(self, field_name) < 0:
+        for field_name in ("forward_s", "backward_s", "activation_bytes", "parameter_bytes",
+                           "forward_together_s", "backward_together_s"):
+            if (getattr(self, field_name) or 0) < 0:
                 raise ValueError(f"layer {self.name!r}: {field_name} must be ≥ 0, "
                                  f"got {getattr(self, field_name)}")
         if self.output_bytes is not None and self.output_bytes < 0:

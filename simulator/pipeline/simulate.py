@@ -73,6 +73,8 @@ class StageCost:
         input_bytes: bytes of the stage's input (what a checkpoint keeps; what arrives).
         output_bytes: bytes of the stage's output (what it sends on).
         parameter_bytes: bytes of its weights.
+        forward_together_s / backward_together_s: compute times while other ranks compute
+            too (:class:`~simulator.pipeline.cores.CorePool`), s; ``None``: as alone.
     """
 
     forward_s: float
@@ -81,6 +83,13 @@ class StageCost:
     input_bytes: int
     output_bytes: int
     parameter_bytes: int
+    forward_together_s: float | None = None
+    backward_together_s: float | None = None
+
+
+def _together(values: Sequence[float | None]) -> float | None:
+    """The sum of the layers' together times, if every layer has one."""
+    return None if any(v is None for v in values) else sum(v or 0.0 for v in values)
 
 
 def stage_costs(profile: Sequence[LayerProfile], balance: Sequence[int],
@@ -92,7 +101,9 @@ def stage_costs(profile: Sequence[LayerProfile], balance: Sequence[int],
         costs.append(StageCost(
             sum(x.forward_s for x in layers), sum(x.backward_s for x in layers),
             sum(x.activation_bytes for x in layers), before, out,
-            sum(x.parameter_bytes for x in layers)))
+            sum(x.parameter_bytes for x in layers),
+            _together([x.forward_together_s for x in layers]),
+            _together([x.backward_together_s for x in layers])))
         before = out
     return costs
 
@@ -155,11 +166,13 @@ def pipeline_stage(comm: SimComm, schedule: Schedule, costs: Sequence[StageCost]
     (``math.inf``: a core per rank, no pool).
     """
     pool: CorePool | None = None
-    if not math.isinf(shared["cores"]):
+    if not math.isinf(shared["cores"]) or any(
+            c.forward_together_s is not None or c.backward_together_s is not None
+            for c in costs):
         pool = shared.setdefault("pool", CorePool(comm.env, shared["cores"]))
 
-    def spend(seconds: float, name: str) -> SimGen:
-        return spend_on_cores(comm, seconds, name, pool)
+    def spend(seconds: float, name: str, together_s: float | None = None) -> SimGen:
+        return spend_on_cores(comm, seconds, name, pool, together_s)
 
     p = len(schedule)
     pipe = comm.new_group([comm.rank // p * p + s for s in range(p)])
@@ -176,7 +189,7 @@ def pipeline_stage(comm: SimComm, schedule: Schedule, costs: Sequence[StageCost]
         if a.kind == "F":
             if j > 0 and p > 1:
                 yield from pipe.recv((j - 1) % p, c.input_bytes, _tag(j, i, len(costs), False))
-            busy += yield from spend(c.forward_s, f"F{i}")
+            busy += yield from spend(c.forward_s, f"F{i}", c.forward_together_s)
             kept[(i, a.chunk)] = c.input_bytes if ckpt else c.activation_bytes
             pipe.alloc(kept[(i, a.chunk)])
             if j < last and p > 1:
@@ -187,8 +200,8 @@ def pipeline_stage(comm: SimComm, schedule: Schedule, costs: Sequence[StageCost]
                 yield from pipe.recv((j + 1) % p, c.output_bytes, _tag(j, i, len(costs), True))
             if ckpt:  # re-materialise the stage's activations from the checkpoint
                 pipe.alloc(c.activation_bytes)
-                busy += yield from spend(c.forward_s, f"R{i}")
-            busy += yield from spend(c.backward_s, f"B{i}")
+                busy += yield from spend(c.forward_s, f"R{i}", c.forward_together_s)
+            busy += yield from spend(c.backward_s, f"B{i}", c.backward_together_s)
             pipe.free(kept.pop((i, a.chunk)) + (c.activation_bytes if ckpt else 0))
             if j > 0 and p > 1:
                 sends.append(pipe.isend((j - 1) % p, c.input_bytes,
@@ -254,7 +267,9 @@ def simulate_pipeline(cluster: Cluster, profile: Sequence[LayerProfile],
         batch: micro-batches per weight version for ``pipedream_2bw`` (default: stages).
         cores: CPU cores the ranks share (ranks as processes on one host: while more ranks
             compute than there are cores, each computes at ``cores/computing`` speed;
-            :mod:`~simulator.pipeline.cores`). ``math.inf``: a core per rank.
+            :mod:`~simulator.pipeline.cores`). ``math.inf``: a core per rank. A profile
+            with ``forward_together_s``/``backward_together_s`` also slows a computation
+            while others run (shared cache and memory bandwidth), whatever ``cores``.
         trace: record spans.
     """
     if replicas < 1:

@@ -169,3 +169,62 @@ def test_sharing_cores_lies_between_the_work_bound_and_one_core_each(cores, name
     shared = simulate_pipeline(cluster(p), profile, None, m, name, cores=cores).step_time_s
     assert shared >= max(free, p * m * 3.0 / cores) - 1e-9
     assert shared <= free * p / min(cores, p) + 1e-9
+
+
+def _finish_times(jobs, cores):
+    """When each ``(start, alone_s, together_s)`` job of a CorePool finishes."""
+    import simpy
+
+    from simulator.pipeline.cores import CorePool
+
+    env = simpy.Environment()
+    pool = CorePool(env, cores)
+    done = {}
+
+    def job(k, start, alone, together):
+        yield env.timeout(start)
+        yield from pool.run(alone, together)
+        done[k] = env.now
+
+    for k, spec in enumerate(jobs):
+        env.process(job(k, *spec))
+    env.run()
+    return [done[k] for k in range(len(jobs))]
+
+
+def test_a_computation_takes_its_together_time_only_while_others_compute():
+    assert _finish_times([(0, 1.0, 1.5)], 2) == [pytest.approx(1.0)]  # alone
+    assert _finish_times([(0, 1.0, 1.5), (0, 1.0, 1.5)], 2) == [pytest.approx(1.5)] * 2
+    # B ends at 1 (its together time); A has done 1/4 of its work, the rest alone: 3/4 · 2
+    assert _finish_times([(0, 2.0, 4.0), (0, 1.0, 1.0)], 2) == [pytest.approx(2.5),
+                                                               pytest.approx(1.0)]
+    # three on two cores: each gets 2/3 of a core and runs at its together speed
+    assert _finish_times([(0, 1.0, 1.5)] * 3, 2) == [pytest.approx(2.25)] * 3
+    # a core each (math.inf) still shares cache and memory: the together time holds
+    assert _finish_times([(0, 1.0, 1.5)] * 2, float("inf")) == [pytest.approx(1.5)] * 2
+
+
+@given(name=st.sampled_from(["gpipe", "1f1b"]), m=st.integers(1, 6),
+       cores=st.sampled_from([2.0, float("inf")]))
+def test_together_times_equal_to_alone_change_nothing(name, m, cores):
+    from dataclasses import replace
+
+    profile = uniform_profile(3, 1.0, 2.0)
+    same = [replace(x, forward_together_s=x.forward_s, backward_together_s=x.backward_s)
+            for x in profile]
+    plain = simulate_pipeline(cluster(3), profile, None, m, name, cores=cores)
+    assert simulate_pipeline(cluster(3), same, None, m, name, cores=cores).step_time_s == (
+        pytest.approx(plain.step_time_s))
+
+
+def test_one_micro_batch_never_overlaps_so_together_times_do_not_count():
+    from dataclasses import replace
+
+    profile = [replace(x, forward_together_s=9.0, backward_together_s=9.0)
+               for x in uniform_profile(2, 1.0, 2.0)]
+    result = simulate_pipeline(cluster(2), profile, None, 1, "gpipe", cores=2)
+    assert result.step_time_s == pytest.approx(6.0)  # F0, F1, B1, B0 one after another
+    overlapped = simulate_pipeline(cluster(2), profile, None, 4, "gpipe", cores=2)
+    alone = simulate_pipeline(cluster(2), uniform_profile(2, 1.0, 2.0), None, 4, "gpipe",
+                              cores=2)
+    assert overlapped.step_time_s > alone.step_time_s  # stages compute at once from m = 2
