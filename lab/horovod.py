@@ -179,18 +179,21 @@ SMALL_MESSAGE_BYTES = 8
 """A negotiation's bit vector for up to 60 tensors: one int64 word."""
 
 
-def _small_ping_pong(rounds: int, repeats: int) -> tuple[float, float]:
-    """Rank function: ranks 0 and 1 bounce a ``SMALL_MESSAGE_BYTES`` message ``rounds``
-    times while the other ranks wait — alone, then from a second thread while every rank's
-    main thread multiplies matrices; medians over ``repeats`` of half a round trip, s."""
+def _small_messages(rounds: int, repeats: int) -> tuple[float, float]:
+    """Rank function: (idle, busy) seconds per hop of ``SMALL_MESSAGE_BYTES`` messages.
+
+    Idle: ranks 0 and 1 bounce a message ``rounds`` times while the other ranks wait (half a
+    round trip). Busy: every rank's main thread multiplies matrices while a second thread
+    passes a message round the ring of all ranks, each step (send right, receive from the
+    left) waiting for the last, ``rounds`` steps (time per step). Medians over ``repeats``."""
     import threading
 
     import torch
     import torch.distributed as dist
 
     torch.set_num_threads(1)
-    r = dist.get_rank()
-    buf = torch.zeros(SMALL_MESSAGE_BYTES, dtype=torch.uint8)
+    r, p = dist.get_rank(), dist.get_world_size()
+    buf, slot = (torch.zeros(SMALL_MESSAGE_BYTES, dtype=torch.uint8) for _ in range(2))
     x, w = torch.randn(32, 1024), torch.randn(1024, 1024)
 
     def bounce(out: list[float]) -> None:
@@ -204,13 +207,22 @@ def _small_ping_pong(rounds: int, repeats: int) -> tuple[float, float]:
                 dist.send(buf, 0)
         out.append((time.perf_counter() - start) / (2 * rounds))
 
+    def chain(out: list[float]) -> None:
+        start = time.perf_counter()
+        for _ in range(rounds):
+            works = (dist.irecv(slot, (r - 1) % p), dist.isend(buf, (r + 1) % p))
+            for work in works:
+                if work is not None:
+                    work.wait()
+        out.append((time.perf_counter() - start) / rounds)
+
     idle: list[float] = []
     busy: list[float] = []
     for k in range(repeats + 1):
         dist.barrier()
         bounce(idle)
         dist.barrier()
-        side = threading.Thread(target=bounce, args=(busy,))
+        side = threading.Thread(target=chain, args=(busy,))
         side.start()
         while side.is_alive():
             torch.mm(x, w)
@@ -221,37 +233,44 @@ def _small_ping_pong(rounds: int, repeats: int) -> tuple[float, float]:
     return statistics.median(idle), statistics.median(busy)
 
 
-def small_message_latency_s(world: int, rounds: int = 200, repeats: int = 5
+def small_message_latency_s(world: int, rounds: int = 100, repeats: int = 5
                             ) -> tuple[float, float]:
-    """One-way time of an 8-byte message between ranks 0 and 1 of ``world``, s: idle and
-    busy — a point-to-point primitive (a ping-pong), what each hop of a latency-bound
-    collective (the negotiation's bit-vector all-reduce, a bias's all-reduce) costs.
+    """What each hop of a latency-bound collective (the negotiation's bit-vector all-reduce,
+    a bias's all-reduce) costs, s: ``(idle, busy)`` — point-to-point primitives.
 
-    Idle, the other ranks sleep in a receive, as they do while the one non-empty segment of
-    a tiny ring all-reduce travels. Busy, every rank's main thread computes, as during forward
-    and backward: each receiver must first be woken and get a core (on this 2-core VM about
-    0.06 ms idle and 0.3–0.8 ms busy). The calibration's α and busy latency are fitted on
-    1 KiB–64 MiB messages and say neither."""
+    Idle: the one-way time of an 8-byte message between ranks 0 and 1, the others asleep in a
+    receive, as they are while the one non-empty segment of a tiny ring all-reduce travels.
+    Busy: one step of a ring of dependent 8-byte exchanges among all ``world`` ranks while
+    every rank's main thread computes, as during forward and backward: each step's receiver
+    must be woken and get a core, and with more runnable threads than cores that can mean
+    waiting for a time slice (0.06 ms idle; 0.3–1 ms per step at 2 ranks, several ms at 4 on
+    this 2-core VM). The calibration's α and busy latency are fitted on 1 KiB–64 MiB
+    messages, without computing threads, and say neither."""
     from backends.launch import spawn
 
     if world < 2:
         return 0.0, 0.0
-    idle, busy = spawn(_small_ping_pong, world, rounds, repeats, timeout=60)[0]
+    idle, busy = spawn(_small_messages, world, rounds, repeats, timeout=120)[0]
     return float(idle), float(busy)
 
 
 def costs(entry: CalibrationEntry, world: int, primitives: Primitives) -> HorovodCosts:
-    """The engine's costs on the calibrated machine: the fused all-reduces on the calibrated
-    cluster; the negotiation's all-reduce of :func:`negotiation_bytes` with every message
-    paying :attr:`Primitives.small_latency_s`; the same operations started while the main
-    threads compute with every message paying at least :attr:`Primitives.busy_latency_s`;
-    the copy rate for the fusion buffer and the averaging pass; the measured optimizer step.
-    A latency of 0 means "not measured": the calibrated cluster's messages instead."""
-    def with_latency(latency_s: float, floor: bool) -> Cluster:
-        latency = max(entry.latency_s, latency_s) if floor else latency_s
-        bus = max(entry.bus_latency_s, latency_s) if floor else latency_s
-        return Cluster.from_calibration(replace(entry, latency_s=latency, bus_latency_s=bus),
-                                        world_size=world)
+    """The engine's costs on the calibrated machine.
+
+    * Fused all-reduces of at least :data:`lab.calibrate.EXCHANGE_MIN_BYTES` (where the
+      calibration's exchange measurement starts) on the calibrated cluster — bandwidth-bound,
+      run on the shared cores with the measured interference;
+    * smaller ones and the negotiation's bit vector (:func:`negotiation_bytes`) —
+      latency-bound — with every message paying :attr:`Primitives.small_latency_s`, or
+      :attr:`Primitives.busy_latency_s` while the main threads compute;
+    * the copy rate for the fusion buffer and the averaging pass; the measured SGD step.
+
+    A latency of 0 means "not measured": the calibrated cluster prices everything."""
+    from lab.calibrate import EXCHANGE_MIN_BYTES
+
+    def with_latency(latency_s: float) -> Cluster:
+        return Cluster.from_calibration(replace(entry, latency_s=latency_s,
+                                                bus_latency_s=latency_s), world_size=world)
 
     cluster = Cluster.from_calibration(entry, world_size=world)
     tensors = len(primitives.workload.param_sizes)
@@ -260,10 +279,10 @@ def costs(entry: CalibrationEntry, world: int, primitives: Primitives) -> Horovo
         return HorovodCosts.on(cluster, negotiation_bytes(tensors), optimizer_Bps=optimizer_Bps)
     return HorovodCosts.on(
         cluster, negotiation_bytes(tensors),
-        negotiation_cluster=with_latency(primitives.small_latency_s, floor=False),
-        busy_cluster=with_latency(primitives.busy_latency_s, floor=True),
-        busy_negotiation_cluster=with_latency(primitives.busy_latency_s, floor=False),
-        optimizer_Bps=optimizer_Bps)
+        small_cluster=with_latency(primitives.small_latency_s),
+        small_busy_cluster=with_latency(max(primitives.busy_latency_s,
+                                            primitives.small_latency_s)),
+        small_bytes=EXCHANGE_MIN_BYTES, optimizer_Bps=optimizer_Bps)
 
 
 # ---- the launcher's start-up -----------------------------------------------------------------

@@ -79,21 +79,28 @@ class HorovodSettings:
 class HorovodCosts:
     """What each piece of the engine costs on one machine, alone (s, bytes/s).
 
+    Two kinds of communication behave differently on a host whose ranks share CPU cores.
+    *Bandwidth-bound* all-reduces keep the ranks' cores busy copying bytes: they run as
+    communication on :class:`simulator.ddp.CoreShare` (slowed while backward computes, and
+    slowing it). *Latency-bound* ones — the negotiation's bit vector, a bias's all-reduce — are
+    a chain of tiny messages whose ranks mostly sleep in a receive: a wait that takes no core,
+    but each hop's receiver must be woken, which costs far more while the main threads compute
+    (``*_busy_s``: priced by a primitive measured beside computing threads).
+
     Attributes:
-        all_reduce_s: one all-reduce of ``n`` bytes among all ranks, nothing else running.
-        negotiation_s: one negotiation round (the response cache's bit-vector all-reduce).
+        all_reduce_s: one bandwidth-bound all-reduce of ``n`` bytes, nothing else running.
+        negotiation_s: one negotiation (the response cache's bit-vector all-reduce), the main
+            threads idle.
         memcpy_Bps: copy rate into and out of the fusion buffer (``inf``: free).
         scale_Bps: rate of the averaging pass (``Average``: divide by ``p`` in place) over each
             reduced response (``inf``: none).
         optimizer_Bps: bytes of parameters the optimizer step updates per second (``inf``:
             free).
         enqueue_s: the main thread's cost of enqueuing one request.
-        all_reduce_busy_s: the all-reduce started while the main threads compute (``None``:
-            as when they do not). On a host whose cores are all busy computing, every
-            message's receiver must first be woken and scheduled: each hop of a ring pays
-            that wake-up (:mod:`lab.horovod` measures it as a ping-pong beside matmuls).
-        negotiation_busy_s: the negotiation while the main threads compute (``None``: as when
-            they do not).
+        negotiation_busy_s: a negotiation while the main threads compute (``None``: as idle).
+        small_bytes: all-reduces of fewer bytes are latency-bound (0: none is).
+        small_all_reduce_s: a latency-bound all-reduce of ``n`` bytes, the main threads idle.
+        small_all_reduce_busy_s: the same while they compute (``None``: as idle).
     """
 
     all_reduce_s: Callable[[int], float]
@@ -102,14 +109,19 @@ class HorovodCosts:
     scale_Bps: float = math.inf
     optimizer_Bps: float = math.inf
     enqueue_s: float = 0.0
-    all_reduce_busy_s: Callable[[int], float] | None = None
     negotiation_busy_s: float | None = None
+    small_bytes: int = 0
+    small_all_reduce_s: Callable[[int], float] | None = None
+    small_all_reduce_busy_s: Callable[[int], float] | None = None
 
-    def all_reduce(self, nbytes: int, busy: bool) -> float:
-        """One all-reduce of ``nbytes``, started while the main threads compute or not, s."""
-        if busy and self.all_reduce_busy_s is not None:
-            return self.all_reduce_busy_s(nbytes)
-        return self.all_reduce_s(nbytes)
+    def all_reduce(self, nbytes: int, busy: bool) -> tuple[float, bool]:
+        """One all-reduce of ``nbytes``, started while the main threads compute (``busy``) or
+        not: ``(seconds, latency_bound)``."""
+        if nbytes < self.small_bytes and self.small_all_reduce_s is not None:
+            small = (self.small_all_reduce_busy_s if busy and self.small_all_reduce_busy_s
+                     is not None else self.small_all_reduce_s)
+            return small(nbytes), True
+        return self.all_reduce_s(nbytes), False
 
     def negotiation(self, busy: bool) -> float:
         """One negotiation, started while the main threads compute or not, s."""
@@ -119,26 +131,25 @@ class HorovodCosts:
 
     @classmethod
     def on(cls, cluster: Cluster, negotiation_bytes: int = CACHE_CAPACITY // 8,
-           negotiation_cluster: Cluster | None = None, busy_cluster: Cluster | None = None,
-           busy_negotiation_cluster: Cluster | None = None,
-           **overrides: float) -> HorovodCosts:
+           small_cluster: Cluster | None = None, small_busy_cluster: Cluster | None = None,
+           small_bytes: int = 0, **overrides: float) -> HorovodCosts:
         """The costs on ``cluster``: gloo's ring all-reduce (:func:`simulator.ddp.
-        all_reduce_time`, memoised per size) for the fused responses, and for the bit vector
-        (``negotiation_bytes``) on ``negotiation_cluster`` (default: the same); the device's
-        copy rate for the fusion buffer and for the averaging pass (one read and one write per
-        byte, like a copy) and its reduction rate for the optimizer (SGD, ``p −= lr·g``: one
-        pass). ``busy_cluster`` and ``busy_negotiation_cluster`` price the same operations
-        started while the main threads compute (``None``: no difference)."""
+        all_reduce_time`, memoised per size) for the fused responses; the same program on
+        ``small_cluster`` (default: ``cluster``) for the bit vector (``negotiation_bytes``)
+        and for all-reduces under ``small_bytes``, and on ``small_busy_cluster`` for both
+        while the main threads compute; the device's copy rate for the fusion buffer and for
+        the averaging pass (one read and one write per byte, like a copy) and its reduction
+        rate for the optimizer (SGD, ``p −= lr·g``: one pass)."""
         dev = cluster.devices[0]
+        small = _all_reduce_memo(small_cluster or cluster)
         values: dict[str, Any] = {
-            "negotiation_s": _all_reduce_memo(negotiation_cluster or cluster)(negotiation_bytes),
-            "memcpy_Bps": dev.memcpy_Bps, "scale_Bps": dev.memcpy_Bps,
-            "optimizer_Bps": dev.reduce_Bps}
-        if busy_cluster is not None:
-            values["all_reduce_busy_s"] = _all_reduce_memo(busy_cluster)
-        if busy_negotiation_cluster is not None:
-            values["negotiation_busy_s"] = _all_reduce_memo(busy_negotiation_cluster)(
-                negotiation_bytes)
+            "negotiation_s": small(negotiation_bytes), "memcpy_Bps": dev.memcpy_Bps,
+            "scale_Bps": dev.memcpy_Bps, "optimizer_Bps": dev.reduce_Bps,
+            "small_bytes": small_bytes, "small_all_reduce_s": small}
+        if small_busy_cluster is not None:
+            busy = _all_reduce_memo(small_busy_cluster)
+            values["negotiation_busy_s"] = busy(negotiation_bytes)
+            values["small_all_reduce_busy_s"] = busy
         values.update(overrides)
         return cls(_all_reduce_memo(cluster), **values)
 
@@ -220,7 +231,7 @@ def background_loop(comm: SimComm, ctl: _Controller, settings: HorovodSettings,
         ctl.popped[r].update(ctl.queues[r])
         ctl.queues[r].clear()
         yield ctl.join(("negotiate", cycle))
-        yield from host.run(costs.negotiation(ctl.computing > 0), "comm")
+        yield comm.env.timeout(costs.negotiation(ctl.computing > 0))  # latency-bound: a wait
         comm.span("NEGOTIATE", f"cycle {cycle}", start)
         for k, group in enumerate(ctl.compute_response_list(cycle)):
             nbytes = sum(tensors[i].nbytes for i in group)
@@ -233,7 +244,11 @@ def background_loop(comm: SimComm, ctl: _Controller, settings: HorovodSettings,
                 comm.span("MEMCPY_IN_FUSION_BUFFER", label, begin, nbytes)
             begin = comm.now
             yield ctl.join(("allreduce", cycle, k))
-            yield from host.run(costs.all_reduce(nbytes, ctl.computing > 0), "comm")
+            seconds, latency_bound = costs.all_reduce(nbytes, ctl.computing > 0)
+            if latency_bound:
+                yield comm.env.timeout(seconds)
+            else:
+                yield from host.run(seconds, "comm")
             yield from host.run(nbytes / costs.scale_Bps)
             comm.span("ALLREDUCE", label, begin, nbytes)
             if fused:
