@@ -1,18 +1,29 @@
 """Accuracy of the pipeline predictions on this machine, and our runtime vs PyTorch's (ch. 8–9).
 
     .venv/bin/python benchmarks/pipeline_accuracy.py [--stages 2,3,4] [--microbatches 1,2,4,8,16]
-        [--schedules gpipe,1f1b] [--repeats 7] [--out benchmarks/results]
+        [--schedules gpipe,1f1b,interleaved] [--chunks 2] [--profile stages|layers|colocated]
+        [--repeats 7] [--out benchmarks/results] [--tag _run1]
 
 For every (stages, micro-batches, schedule) point, on an 8-block MLP (width 256, hidden 1024)
-with a mini-batch of 64 examples:
+with a mini-batch of 64 examples (interleaved: ``--chunks`` chunks per rank, where they fit
+and the stages divide the micro-batches):
 
 * **predicted** — the simulated twin (:func:`simulator.pipeline.simulate.simulate_pipeline`)
-  driven by a per-layer profile measured on ONE process at that micro-batch size
-  (:func:`backends.pipeline.profiler.profile_layers`) and this machine's calibrated network
-  (``Cluster.local``; run ``distml-lab calibrate --world 2,3,4`` first). The stage processes
-  share the host's CPU cores: with 3 or 4 stages on 2 cores, ranks computing at once share
-  the cores (processor sharing, ``cores=`` of the simulator) — the contention is modelled,
-  not hidden;
+  on this machine's calibrated network (``Cluster.local``; run ``distml-lab calibrate --world
+  2,3,4`` first), balanced by time on the per-layer profile measured on ONE process at that
+  micro-batch size (:func:`backends.pipeline.profiler.profile_layers`). Its compute times
+  (``--profile``):
+
+  - ``stages`` (default): each stage's forward and backward as the runtime runs them, in the
+    schedule's order on one process (:func:`lab.pipeline.profile_stages`), plus each one's CPU
+    time while one copy per stage runs at once (:func:`lab.pipeline.profile_stages_together`:
+    shared cache and memory bandwidth, and time-slicing when stages outnumber cores) — the
+    simulator uses the second while other ranks compute;
+  - ``layers``: the per-layer profile summed over each stage;
+  - ``colocated``: the per-layer profile taken with ``min(stages, cores)`` copies at once.
+
+  The stage processes share the host's CPU cores (processor sharing, ``cores=`` of the
+  simulator) — the contention is modelled, not hidden;
 * **measured** — our runtime on real processes, median/p10/p90 over barrier-aligned repeats;
   ``torch.distributed.pipelining`` (``ScheduleGPipe``/``Schedule1F1B``) on the same split,
   timed in the same rounds, gives the speed ratio;
@@ -141,7 +152,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stages", default="2,3,4")
     parser.add_argument("--microbatches", default="1,2,4,8,16")
-    parser.add_argument("--schedules", default="gpipe,1f1b")
+    parser.add_argument("--schedules", default="gpipe,1f1b,interleaved")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--profile-repeats", type=int, default=10)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
@@ -177,6 +188,12 @@ def main() -> None:
         "median_abs_rel_error_by_stages": {
             p: statistics.median(abs(r["rel_error"]) for r in timed if r["stages"] == p)
             for p in sorted({r["stages"] for r in timed})},
+        "median_abs_rel_error_by_schedule": {
+            k: statistics.median(abs(r["rel_error"]) for r in timed if r["schedule"] == k)
+            for k in sorted({r["schedule"] for r in timed})},
+        "median_abs_rel_error_gpipe_1f1b": statistics.median(
+            abs(r["rel_error"]) for r in timed if r["schedule"] in ("gpipe", "1f1b")
+        ) if any(r["schedule"] in ("gpipe", "1f1b") for r in timed) else None,
         "max_abs_memory_rel_error": max(abs(e) for r in records for e in r["memory_rel_error"]),
         "median_torch_over_ours": statistics.median(
             r["builtin_median_s"] / r["measured_median_s"] for r in timed
