@@ -1,27 +1,31 @@
 """Horovod in the lab: the simulated engine calibrated from primitives, beside the real one.
 
 Chapter 7. The model is the lab's MLP (:func:`lab.models.mlp`), trained with
-``backends.horovod``'s ``DistributedOptimizer`` on ``world`` processes of this machine.
+``backends.horovod``'s ``DistributedOptimizer`` (SGD) on ``world`` processes of this machine.
+For notebook 07 and ``benchmarks/horovod_accuracy.py``:
 
-* :func:`profile` — the per-layer compute profile, measured on **one** process (a primitive,
-  :func:`lab.ddp.profile_layers`);
-* :func:`costs` — what each piece of the engine costs here, from the calibration file only:
-  gloo's ring all-reduce on the calibrated network for the fused responses and for the
-  negotiation's bit vector, the calibrated copy rate for the fusion buffer, the reduction rate
-  for the averaging pass and the optimizer (:class:`simulator.horovod.HorovodCosts`);
-* :func:`predict` — the simulated step (:func:`simulator.horovod.predict_step`) with every
-  rank's main and background threads sharing the host's cores (:class:`simulator.ddp.
-  CoreShare`), optionally with the measured compute/communication interference of
-  :func:`lab.ddp.interference` (a primitive);
-* :func:`measure_settings` — rank function: the real engine's step time at each (fusion
-  threshold, cycle time), repeats interleaved; :func:`measured_timeline` — one traced step;
-* :func:`sweep` — the table of predicted vs measured step time over thresholds and cycle
-  times at one world size; :func:`versus_ddp` — Horovod against our DDP on the same model;
+* :func:`measure_primitives` → :class:`Primitives`: the per-layer profile on one process
+  scaled to the whole model's forward and backward timed with ``min(world, cores)`` copies
+  computing at once, the SGD step, the 8-byte message latencies of
+  :func:`small_message_latency_s` (idle, and beside computing main threads) and the
+  compute/communication interference of :func:`lab.ddp.interference` — primitives only;
+* :func:`costs` → :class:`simulator.horovod.HorovodCosts` from a calibration entry and the
+  primitives; :func:`predict` → :class:`simulator.horovod.HorovodPrediction` (step time,
+  cycles, fused all-reduces, exposed communication, a timeline named as the engine names its
+  spans);
+* :func:`measure_settings` (rank function) and :func:`timeline` → the real engine's step
+  times and one traced step (:class:`~simulator.core.engine.Trace`, both threads);
+* :func:`sweep_points`, :func:`sweep` → :class:`Point` rows of predicted vs measured step
+  time over fusion thresholds and cycle times at one world size;
+* :func:`versus_ddp` → :class:`Versus` rows: Horovod against our DDP on the same model;
 * :func:`process_start_s`, :func:`predict_launch` — the launcher's start-up;
-* :func:`plot_cycles` — predicted and measured steps drawn with a lane per thread.
+* :func:`plot_cycles` — predicted and measured steps drawn with a lane per thread;
+* ``distml-lab simulate horovod`` (:func:`run_simulate`): one step predicted from the
+  calibration file alone.
 
-Nothing here is fitted to a Horovod measurement: the prediction uses the profile (one
-process), the calibration (ping-pong, exchanges, reduction, copy) and the core count.
+Nothing here is fitted to a Horovod measurement: the prediction uses the profile, the
+calibration (ping-pong, exchanges, reduction, copy), the small-message and interference
+primitives and the core count.
 """
 
 from __future__ import annotations
