@@ -4,10 +4,15 @@
         [--bandwidth 100mbit] [--worlds 2,3,4] [--hetero 100mbit,100mbit,100mbit,25mbit] \\
         [--repeats 5] [--out benchmarks/results]
 
+Everything at once takes about 12 minutes; to keep each exclusive-lock run short, run one
+world at a time (``--worlds 2 --hetero ''``: 2 min; 3 and 4 likewise:
+3 and 3.5 min) and the slow link alone (``--worlds '' --sizes 262144,1048576 --repeats 3``).
+
 Needs root and iproute2 (:mod:`backends.shaped`). For each world size it calibrates the shaped
 network into a fresh file — primitives only: the rank 0 ↔ 1 ping-pong (α, and the links'
-payload efficiency η), the concurrent exchange (how a pair's connection carries both
-directions), reduction, copy, matmul — then measures ring all-reduce, ring all-gather,
+payload efficiency η), the concurrent shift (every rank receiving from its left neighbour while
+sending to its right one: what acknowledgements cost a port that does both), reduction, copy,
+matmul — then measures ring all-reduce, ring all-gather,
 binomial broadcast and pairwise all-to-all at 256 KiB–4 MiB, PyTorch's built-in beside ours,
 and puts the simulator's prediction (:meth:`Cluster.shaped`) beside each point. Then the
 heterogeneous case: one rank on a slower link, ring against tree all-reduce, predicted and
@@ -62,8 +67,9 @@ def main() -> None:
         for bandwidth, world, twins in cases:
             entry = calibrate(world, path=cal, network="shaped", bandwidth=bandwidth)
             print(f"calibrated {entry.key}: α {entry.latency_s * 1e6:.0f} µs, "
-                  f"B {entry.bandwidth_Bps * 8 / 1e6:.1f} Mbit/s payload, exchange "
-                  f"{entry.bus_bandwidth_Bps * 8 / 1e6:.1f} Mbit/s aggregate", flush=True)
+                  f"B {entry.bandwidth_Bps * 8 / 1e6:.1f} Mbit/s payload, shift "
+                  f"{entry.bus_bandwidth_Bps * 8 / 1e6:.1f} Mbit/s aggregate, busy α "
+                  f"{entry.bus_latency_s * 1e3:.2f} ms", flush=True)
             for name in twins:
                 got = compare(get_twin(name), [world], sizes, args.repeats, cal,
                               progress=False, network="shaped", bandwidth=bandwidth)
