@@ -1,7 +1,11 @@
 """Tensor parallelism on this machine: predicted vs measured step time, and our MLP vs DTensor.
 
-    flock -x /tmp/distml-measure.lock .venv/bin/python benchmarks/tensor_parallel_accuracy.py \
-        [--worlds 2,4] [--repeats 30] [--profile-repeats 30] [--out benchmarks/results]
+    OMP_NUM_THREADS=1 flock -x /tmp/distml-measure.lock .venv/bin/python \
+        benchmarks/tensor_parallel_accuracy.py [--worlds 2,4] [--repeats 15] \
+        [--profile-repeats 20] [--out benchmarks/results]
+
+One world per run keeps each exclusive run under 5 minutes (``--worlds 2`` ~2 min with 20
+repeats, ``--worlds 4`` ~4 min with 10); ``--out`` a directory per world.
 
 For the chapter's small GPT (2 layers, h = 32, 4 heads, vocabulary 64, sequence 16, global batch
 8) on every ``t × d`` grid of each world size, with and without sequence parallelism where
@@ -137,8 +141,8 @@ def run_world(world: int, repeats: int, profile_repeats: int, cores: int
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--worlds", default="2,4")
-    ap.add_argument("--repeats", type=int, default=30)
-    ap.add_argument("--profile-repeats", type=int, default=30)
+    ap.add_argument("--repeats", type=int, default=15)
+    ap.add_argument("--profile-repeats", type=int, default=20)
     ap.add_argument("--cores", type=int, default=0, help="host cores (0: this host's)")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     args = ap.parse_args(argv)
