@@ -203,8 +203,7 @@ class Cluster:
             name=f"{entry.host}-cpu", flops_per_s=entry.flops_per_s,
             mem_bandwidth_Bps=3 * entry.reduce_Bps, memory_bytes=math.inf,
             reduce_Bps=entry.reduce_Bps, memcpy_Bps=entry.memcpy_Bps)
-        acks = ack_fraction(entry.bandwidth_Bps, entry.bus_bandwidth_Bps, entry.world_size,
-                            calibrated)
+        acks = ack_fraction(entry.bandwidth_Bps, entry.bus_bandwidth_Bps, entry.world_size)
         ports = port_links(entry.latency_s, entry.bandwidth_Bps, calibrated, rates, contention,
                            acks)
         return cls(f"shaped-{spec_text(rates)}x{world_size}", (device,) * world_size,
@@ -217,8 +216,11 @@ def chain_latencies(entry: CalibrationEntry) -> tuple[float, ...]:
 
     ``k + 1`` messages in flight at once are a step of the calibration's chain of dependent
     exchanges among ``k + 1`` ranks (``entry.chain_latency_s``); never below the idle α.
-    Empty when the entry has no chain measurement.
+    Empty when the entry has no chain measurement, or when its busy latency is not above its
+    α (an entry that a what-if sets to "busy messages pay α" asks for no extra latency).
     """
+    if entry.bus_latency_s <= entry.latency_s:
+        return ()
     return tuple(max(t, entry.latency_s) for t in entry.chain_latency_s)
 
 

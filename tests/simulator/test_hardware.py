@@ -78,3 +78,5 @@ def test_a_calibrated_chain_prices_messages_by_how_many_are_in_flight():
     flat = Cluster.from_calibration(replace(e, chain_latency_s=[]))
     assert flat.topology.link(("bus_in", "bus_out")).busy_latency_by_flows == ()
     assert flat.topology.link(("bus_in", "bus_out")).busy_latency_s == 6e-4
+    # a what-if that sets the busy latency to α asks for no extra latency at all
+    assert chain_latencies(replace(e, bus_latency_s=5e-5)) == ()
