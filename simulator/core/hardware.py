@@ -203,7 +203,8 @@ class Cluster:
             name=f"{entry.host}-cpu", flops_per_s=entry.flops_per_s,
             mem_bandwidth_Bps=3 * entry.reduce_Bps, memory_bytes=math.inf,
             reduce_Bps=entry.reduce_Bps, memcpy_Bps=entry.memcpy_Bps)
-        acks = ack_fraction(entry.bandwidth_Bps, entry.bus_bandwidth_Bps, entry.world_size)
+        acks = ack_fraction(entry.bandwidth_Bps, entry.bus_bandwidth_Bps, entry.world_size,
+                            calibrated)
         ports = port_links(entry.latency_s, entry.bandwidth_Bps, calibrated, rates, contention,
                            acks)
         return cls(f"shaped-{spec_text(rates)}x{world_size}", (device,) * world_size,
