@@ -11,8 +11,10 @@ For the chapter's small GPT (2 layers, h = 32, 4 heads, vocabulary 64, sequence 
 8) on every ``t × d`` grid of each world size, with and without sequence parallelism where
 ``t > 1``, and every ``t × p × d`` grid with ``p > 1`` (:mod:`backends.megatron`, 1F1B):
 
-* **predicted** — :func:`lab.tensor_parallel.predict`: a rank's step profiled on ONE process
-  (compute between collectives, :func:`lab.tensor_parallel.profile_ops`) replayed on this
+* **predicted** — :func:`lab.tensor_parallel.predict`: a rank's step profiled with its
+  collectives stood in (compute between collectives, :func:`lab.tensor_parallel.profile_ops`;
+  by default on ``min(world, cores)`` processes profiling at once,
+  :func:`lab.tensor_parallel.profile_together_rank`; ``--profile alone``: one) replayed on this
   machine's calibrated cluster (``Cluster.local``; ``distml-lab calibrate --world N`` first),
   the ranks sharing the host's cores (:class:`simulator.pipeline.cores.CorePool`);
 * **measured** — :class:`backends.tensor_parallel.ParallelGPT` trained on real processes,
@@ -55,6 +57,7 @@ from lab.tensor_parallel import (
     probe_rank,
     profile_ops,
     profile_stages,
+    profile_together_rank,
     waiting_cluster,
 )
 from lab.units import parse_worlds
@@ -88,13 +91,18 @@ def _collectives(point: GridPoint, ops: Any) -> int:
         k != "compute" for k, _, _ in first.forward + first.backward)
 
 
-def run_world(world: int, repeats: int, profile_repeats: int, cores: int
-              ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def run_world(world: int, repeats: int, profile_repeats: int, cores: int,
+              together: bool = True) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Profile, predict and measure every grid of ``world`` ranks; the MLP speed ratio."""
     points = grid_points(world)
     torch.set_num_threads(1)  # the ranks run single-threaded (OMP_NUM_THREADS=1)
-    profiles = {p.name: profile_ops(p, profile_repeats) if p.p == 1
-                else profile_stages(p, profile_repeats) for p in points}
+    if together:  # the profile taken with min(world, cores) copies computing at once
+        got = spawn(profile_together_rank, min(world, cores),
+                    [point_fields(p) for p in points], profile_repeats, timeout=120)[0]
+        profiles = {p.name: ops for p, ops in zip(points, got, strict=True)}
+    else:
+        profiles = {p.name: profile_ops(p, profile_repeats) if p.p == 1
+                    else profile_stages(p, profile_repeats) for p in points}
     got_all = spawn(measure_rank, world, [point_fields(p) for p in points], repeats,
                     timeout=120)[0]
     measured = got_all["points"]
@@ -144,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--profile-repeats", type=int, default=20)
     ap.add_argument("--cores", type=int, default=0, help="host cores (0: this host's)")
+    ap.add_argument("--profile", choices=("together", "alone"), default="together",
+                    help="profile the compute with min(world, cores) copies at once, or alone")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     args = ap.parse_args(argv)
     try:
@@ -155,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     mlps = []
     for world in worlds:
-        got, mlp = run_world(world, args.repeats, args.profile_repeats, cores)
+        got, mlp = run_world(world, args.repeats, args.profile_repeats, cores,
+                             args.profile == "together")
         rows += got
         mlps.append(mlp)
         for r in got:

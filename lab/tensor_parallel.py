@@ -133,6 +133,25 @@ def profile_ops(point: GridPoint, repeats: int = 30, warmup: int = 5) -> list[Op
                       repeats=repeats, warmup=warmup)
 
 
+def profile_together_rank(points: list[dict[str, Any]], repeats: int) -> list[Any]:
+    """Rank function: every point's profile (:func:`profile_ops` or :func:`profile_stages`),
+    with every spawned copy profiling the same point at the same time (a barrier before
+    each). Spawned on ``min(world, cores)`` processes, it is the compute profile of a rank
+    whose neighbours compute beside it on the other cores — sharing caches and memory
+    bandwidth, as the real ranks do — without time-slicing one core (the simulator's
+    :class:`~simulator.pipeline.cores.CorePool` models that)."""
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    out = []
+    for fields in points:
+        point = GridPoint(**fields)
+        dist.barrier()
+        out.append(profile_ops(point, repeats) if point.p == 1
+                   else profile_stages(point, repeats))
+    return out
+
+
 @dataclass(frozen=True)
 class StageProfile:
     """One pipeline stage of a ``t × p × d`` point, profiled on ONE process: the ops of one
