@@ -11,7 +11,8 @@ world at a time (``--worlds 2 --hetero ''``: 2 min; 3 and 4 likewise:
 Needs root and iproute2 (:mod:`backends.shaped`). For each world size it calibrates the shaped
 network into a fresh file — primitives only: the rank 0 ↔ 1 ping-pong (α, and the links'
 payload efficiency η), the concurrent shift (every rank receiving from its left neighbour while
-sending to its right one: what acknowledgements cost a port that does both), reduction, copy,
+sending to its right one: what acknowledgements cost a port that does both), the send buffer
+(how much of a large message is still unsent when its blocking send returns), reduction, copy,
 matmul — then measures ring all-reduce, ring all-gather,
 binomial broadcast and pairwise all-to-all at 256 KiB–4 MiB, PyTorch's built-in beside ours,
 and puts the simulator's prediction (:meth:`Cluster.shaped`) beside each point. Then the
@@ -69,7 +70,8 @@ def main() -> None:
             print(f"calibrated {entry.key}: α {entry.latency_s * 1e6:.0f} µs, "
                   f"B {entry.bandwidth_Bps * 8 / 1e6:.1f} Mbit/s payload, shift "
                   f"{entry.bus_bandwidth_Bps * 8 / 1e6:.1f} Mbit/s aggregate, busy α "
-                  f"{entry.bus_latency_s * 1e3:.2f} ms", flush=True)
+                  f"{entry.bus_latency_s * 1e3:.2f} ms, send buffer "
+                  f"{(entry.send_buffer_bytes or 0) / 1e6:.2f} MB", flush=True)
             for name in twins:
                 got = compare(get_twin(name), [world], sizes, args.repeats, cal,
                               progress=False, network="shaped", bandwidth=bandwidth)

@@ -22,7 +22,11 @@ Only primitives are measured (DESIGN.md, "The lab"):
   time slice — up to a scheduler tick (4 ms at 250 Hz) — so this grows with ``k``;
 * **reduction** (γ) — ``a.add_(b)`` on float32 buffers, in every rank at once;
 * **copy** — ``dst.copy_(src)``, in every rank at once;
-* **compute** — a float32 matmul, in every rank at once (FLOP/s per rank).
+* **compute** — a float32 matmul, in every rank at once (FLOP/s per rank);
+* **send buffer** (shaped network only) — rank 0 times how long a blocking send of a large
+  message (:func:`send_buffer_probe_bytes`) to rank 1 takes to *return*: TCP lets it return
+  once the unsent rest fits in the socket's send buffer, so S = n − B·t_return is the payload
+  that buffer holds (:func:`send_buffer_bytes`, ``Cluster.send_buffer_bytes``).
 
 Rates are measured with all ``world_size`` ranks running together, so on a 2-core laptop with
 4 ranks the cores' contention is in the numbers. Every algorithm's prediction is derived from
@@ -133,17 +137,58 @@ def _chain(k: int, send: Any, recv: Any) -> None:
                 work.wait()
 
 
+SEND_BUFFER_PROBE_S = 0.6
+"""On a shaped network the send-buffer probe's message crosses the calibrated link in about
+this many seconds (8 MiB at 100 Mbit/s): well above any socket send buffer (Linux's default
+``tcp_wmem`` maximum is 4 MiB, of which about half holds payload)."""
+
+
+def send_buffer_probe_bytes(rates_bps: Sequence[int]) -> int:
+    """The probe's message size: a power of two of about :data:`SEND_BUFFER_PROBE_S` on the
+    slower of ranks 0 and 1's links, at least 8 MiB."""
+    line_Bps = min(rates_bps[0], rates_bps[1 % len(rates_bps)]) / 8
+    exponent: int = round(float(np.log2(line_Bps * SEND_BUFFER_PROBE_S)))
+    return max(1 << 23, 1 << exponent)
+
+
+def _send_return(send: Any, ack: Any, times: list[float]) -> None:
+    """Rank 0 times how long a blocking ``send`` of a large message to rank 1 takes to
+    *return*; rank 1 receives it and answers one byte, so each repeat starts with an empty
+    socket buffer (other ranks stay out)."""
+    import time
+
+    import torch.distributed as dist
+
+    rank = dist.get_rank()
+    if rank == 0:
+        start = time.perf_counter()
+        dist.send(send, 1)
+        times.append(time.perf_counter() - start)
+        dist.recv(ack, 1)
+    elif rank == 1:
+        dist.recv(send, 0)
+        dist.send(ack, 0)
+
+
+def send_buffer_bytes(nbytes: int, return_s: float, bandwidth_Bps: float) -> float:
+    """S: the bytes of an ``nbytes`` message still unsent when its blocking send returned
+    after ``return_s`` seconds on a link of payload bandwidth ``bandwidth_Bps`` — the socket
+    send buffer's payload capacity, S = n − B·t_return, within [0, n]."""
+    return float(min(nbytes, max(0.0, nbytes - bandwidth_Bps * return_s)))
+
+
 def exchange_flows(world_size: int) -> int:
     """Messages in flight during one exchange: both directions of each full pair."""
     return 2 * (world_size // 2)
 
 
-def measure_primitives(sizes: Sequence[int], repeats: int, shift: bool = False
-                       ) -> dict[str, object]:
+def measure_primitives(sizes: Sequence[int], repeats: int, shift: bool = False,
+                       probe_bytes: int = 0) -> dict[str, object]:
     """Rank function (run under :func:`backends.launch.spawn`): every primitive, measured.
 
     ``shift``: the concurrent messages are the shaped network's shift (:func:`_shift`)
-    instead of the pairwise exchange."""
+    instead of the pairwise exchange. ``probe_bytes`` > 0: also time a blocking send of that
+    many bytes until it returns (:func:`_send_return`), median over ``min(repeats, 5)``."""
     import torch
     import torch.distributed as dist
 
@@ -165,6 +210,15 @@ def measure_primitives(sizes: Sequence[int], repeats: int, shift: bool = False
     chain = measure_many([functools.partial(_chain, k, token, slot)
                           for k in range(2, world + 1)], repeats=repeats, inner=CHAIN_STEPS)
 
+    send_return_s = 0.0
+    if probe_bytes > 0:
+        probe, ack = torch.zeros(probe_bytes, dtype=torch.uint8), torch.zeros(1,
+                                                                               dtype=torch.uint8)
+        returns: list[float] = []
+        for _ in range(min(repeats, 5)):
+            _send_return(probe, ack, returns)
+        send_return_s = float(np.median(returns)) if returns else 0.0
+
     elems = 4 * 2**20  # 16 MiB of float32: larger than the caches, like a gradient bucket
     a, b = torch.rand(elems), torch.rand(elems)
     reduce_s = measure(lambda: a.add_(b), repeats=repeats).median_s
@@ -177,7 +231,7 @@ def measure_primitives(sizes: Sequence[int], repeats: int, shift: bool = False
             "exchange_times_s": [t.median_s for t in exchange],
             "chain_latency_s": [t.median_s for t in chain], "reduce_Bps": 4 * elems / reduce_s,
             "memcpy_Bps": 4 * elems / copy_s, "flops_per_s": 2 * m**3 / mm_s,
-            "torch_version": torch.__version__}
+            "send_return_s": send_return_s, "torch_version": torch.__version__}
 
 
 def link_fit(sizes: Sequence[float], times_s: Sequence[float]) -> Fit:
@@ -242,8 +296,9 @@ def calibrate(world_size: int = 2, backend: str = "gloo", sizes: Sequence[int] =
     if len(sizes) < 2:
         raise ValueError("calibration needs at least two message sizes to fit α and β")
     shaped = key != "loopback"
-    result = spawn(measure_primitives, world_size, sizes, repeats, shaped, backend=backend,
-                   timeout=timeout, network=network, bandwidth=bandwidth)[0]
+    probe = send_buffer_probe_bytes(key_rates(key)) if shaped else 0
+    result = spawn(measure_primitives, world_size, sizes, repeats, shaped, probe,
+                   backend=backend, timeout=timeout, network=network, bandwidth=bandwidth)[0]
     fit = (fit_alpha_beta(sizes, result["p2p_times_s"]) if key == "loopback"
            else link_fit(sizes, result["p2p_times_s"]))
     ex_sizes, ex_times = result["exchange_sizes"], result["exchange_times_s"]
@@ -267,6 +322,8 @@ def calibrate(world_size: int = 2, backend: str = "gloo", sizes: Sequence[int] =
         exchange_sizes=list(ex_sizes), exchange_times_s=list(ex_times),
         created=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         torch_version=str(result["torch_version"]), network=key,
-        chain_latency_s=list(result["chain_latency_s"]) if key == "loopback" else [])
+        chain_latency_s=list(result["chain_latency_s"]) if key == "loopback" else [],
+        send_buffer_bytes=(send_buffer_bytes(probe, float(result["send_return_s"]),
+                                             fit.bandwidth_Bps) if shaped else None))
     save_entry(entry, path)
     return entry

@@ -60,6 +60,9 @@ class CalibrationEntry:
             …, world_size``, s (empty: not measured): what a message pays when ``k`` are in
             flight and every sender had to be woken to send it — on a host with fewer cores
             than runnable threads, a wait for a time slice (:mod:`lab.calibrate`).
+        send_buffer_bytes: on a shaped network, the bytes of a large message still unsent
+            when a blocking send returns — the socket send buffer's payload capacity
+            (``None``: not measured; :mod:`lab.calibrate`).
     """
 
     host: str
@@ -82,6 +85,7 @@ class CalibrationEntry:
     torch_version: str = ""
     network: str = "loopback"
     chain_latency_s: list[float] = field(default_factory=list)
+    send_buffer_bytes: float | None = None
 
     @property
     def key(self) -> str:

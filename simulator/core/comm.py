@@ -143,19 +143,30 @@ class SimComm:
     def isend(self, dst: int, nbytes: int, tag: int = 0) -> SimWork:
         """Start sending ``nbytes`` to group rank ``dst``; the work completes on delivery —
         or at once on a cluster whose sends are ``buffered`` (:attr:`Cluster.buffered_sends`:
-        the bytes still travel, but the sender is free)."""
+        the bytes still travel, but the sender is free) — or, where the cluster also has a
+        socket send buffer of S bytes (:attr:`Cluster.send_buffer_bytes`), once at most S
+        bytes of the message are still to move."""
         self._check_peer(dst)
         key = self._key(self.rank, dst, tag)
         seq = self._world.sent.get(key, 0)
         self._world.sent[key] = seq + 1
-        delivery = self.env.process(self._deliver(dst, nbytes, (*key, seq), tag))
-        if self._world.cluster.buffered_sends and tag != _BARRIER_TAG:
+        cluster = self._world.cluster
+        buffered = cluster.buffered_sends and tag != _BARRIER_TAG
+        returned = (self.env.event() if buffered and cluster.send_buffer_bytes is not None
+                    else None)
+        delivery = self.env.process(self._deliver(dst, nbytes, (*key, seq), tag, returned))
+        if returned is not None:
+            return SimWork(returned)
+        if buffered:
             return SimWork(self.env.timeout(0))
         return SimWork(delivery)
 
-    def _deliver(self, dst: int, nbytes: int, key: tuple[Any, ...], tag: int) -> SimGen:
+    def _deliver(self, dst: int, nbytes: int, key: tuple[Any, ...], tag: int,
+                 returned: simpy.Event | None = None) -> SimGen:
         start = self.now
-        yield from self._world.network.transfer(self.global_rank, self.ranks[dst], nbytes)
+        yield from self._world.network.transfer(
+            self.global_rank, self.ranks[dst], nbytes, returned,
+            self._world.cluster.send_buffer_bytes or 0.0)
         self._world.arrival(key).succeed(nbytes)
         if tag != _BARRIER_TAG:
             self.span("send", f"send {self.rank}->{dst}", start, nbytes)

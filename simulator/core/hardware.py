@@ -76,12 +76,19 @@ class Cluster:
     message (up to 32 MiB), so on a real network a rank sends to one peer and at once to the
     next while the first message is still on the wire (:meth:`shaped`). Off by default: there
     a send completes on delivery, as MPI's rendezvous sends of large messages do.
+
+    ``send_buffer_bytes``: with ``buffered_sends``, how much of a message the sender's socket
+    buffer holds, bytes (``None``: all of it). A blocking send returns once at most this many
+    of its bytes are still to move (Linux's TCP lets ``write`` return when the unsent rest fits
+    in the socket's send buffer; Stevens, *UNIX Network Programming* §2.11); the transfer
+    goes on. Measured by :mod:`lab.calibrate` on a shaped network.
     """
 
     name: str
     devices: tuple[Device, ...]
     topology: Topology
     buffered_sends: bool = False
+    send_buffer_bytes: float | None = None
 
     def __post_init__(self) -> None:
         if len(self.devices) != self.topology.world_size:
@@ -182,7 +189,8 @@ class Cluster:
         the calibrated rank 0 ↔ 1 link (:func:`simulator.core.shaped.port_links`), and the
         acknowledgements of what it receives as the calibration's concurrent shift measured
         them (:func:`simulator.core.shaped.ack_fraction`); a message among others in flight
-        pays the shift's latency. The rates
+        pays the shift's latency. A send returns once the rest fits in the socket send buffer
+        the calibration measured (``entry.send_buffer_bytes``; not measured: at once). The rates
         R_k are the calibrated network's, or ``bandwidth``'s (what-if: other rates, the same
         framing).
         """
@@ -209,7 +217,7 @@ class Cluster:
                            acks)
         return cls(f"shaped-{spec_text(rates)}x{world_size}", (device,) * world_size,
                    shaped_topology(ports, busy_latency_s=entry.bus_latency_s or None),
-                   buffered_sends=True)
+                   buffered_sends=True, send_buffer_bytes=entry.send_buffer_bytes)
 
 
 def chain_latencies(entry: CalibrationEntry) -> tuple[float, ...]:

@@ -379,19 +379,33 @@ class _Path:
 
 
 class _Flow:
-    """A transfer in the bandwidth phase on ``fair`` channels."""
+    """A transfer in the bandwidth phase on ``fair`` channels.
 
-    __slots__ = ("acks", "cap", "channels", "done", "rate", "remaining")
+    ``buffered``, if given, is triggered once ``remaining`` ≤ ``buffer_bytes`` (the moment a
+    blocking send returns to a sender whose socket buffer holds ``buffer_bytes``).
+    """
+
+    __slots__ = ("acks", "buffer_bytes", "buffered", "cap", "channels", "done", "rate",
+                 "remaining")
 
     def __init__(self, nbytes: float, channels: Sequence[Channel], cap: float,
                  done: simpy.Event,
-                 acks: Sequence[tuple[Channel, float]] = ()) -> None:
+                 acks: Sequence[tuple[Channel, float]] = (),
+                 buffered: simpy.Event | None = None, buffer_bytes: float = 0.0) -> None:
         self.remaining = float(nbytes)
         self.channels = channels
         self.cap = cap
         self.done = done
         self.rate = 0.0
         self.acks = acks
+        self.buffered = buffered
+        self.buffer_bytes = float(buffer_bytes)
+
+    def until_buffered(self) -> float:
+        """Bytes still to move before ``buffered`` fires (inf: no such event pending)."""
+        if self.buffered is None or self.buffered.triggered:
+            return math.inf
+        return max(self.remaining - self.buffer_bytes, 0.0)
 
 
 class Network:
@@ -418,8 +432,19 @@ class Network:
         self._settling = False
         self._in_flight: dict[Channel, int] = {}
 
-    def transfer(self, src: int, dst: int, nbytes: int) -> Generator[simpy.Event, Any, None]:
-        """Deliver ``nbytes`` from rank ``src`` to rank ``dst`` (a process body)."""
+    def transfer(self, src: int, dst: int, nbytes: int, buffered: simpy.Event | None = None,
+                 buffer_bytes: float = 0.0) -> Generator[simpy.Event, Any, None]:
+        """Deliver ``nbytes`` from rank ``src`` to rank ``dst`` (a process body).
+
+        ``buffered``, if given, is triggered when at most ``buffer_bytes`` of the message are
+        still to move (at once if ``nbytes`` ≤ ``buffer_bytes``): a sender's socket buffer
+        holds the rest, so its blocking send returns then (:class:`Cluster`'s
+        ``send_buffer_bytes``). Bytes waiting behind another message on a ``fifo`` channel
+        count as unsent.
+        """
+        if buffered is not None and nbytes <= buffer_bytes:
+            buffered.succeed()
+            buffered = None
         path = self._paths.get((src, dst))
         if path is None:
             path = self._paths[(src, dst)] = _Path(self.topology, src, dst)
@@ -435,17 +460,20 @@ class Network:
             for c in path.busy:
                 self._in_flight[c] = self._in_flight.get(c, 0) + 1
         try:
-            yield from self._move(path, latency, nbytes)
+            yield from self._move(path, latency, nbytes, buffered, buffer_bytes)
         finally:
             for c in path.busy:
                 self._in_flight[c] -= 1
 
-    def _move(self, path: _Path, latency: float, nbytes: int
+    def _move(self, path: _Path, latency: float, nbytes: int,
+              buffered: simpy.Event | None = None, buffer_bytes: float = 0.0
               ) -> Generator[simpy.Event, Any, None]:
         """The latency, then the bytes at the rate the contention models allow."""
         if latency > 0:
             yield self.env.timeout(latency)
         if nbytes == 0 or not path.channels:
+            if buffered is not None:
+                buffered.succeed()
             return
         requests = []
         for channel in path.fifo:
@@ -456,8 +484,13 @@ class Network:
         try:
             if path.fair:
                 done = self.env.event()
-                self._add_flow(_Flow(nbytes, path.fair, path.cap, done, path.acks))
+                self._add_flow(_Flow(nbytes, path.fair, path.cap, done, path.acks,
+                                     buffered, buffer_bytes))
                 yield done
+            elif buffered is not None:
+                yield self.env.timeout((nbytes - buffer_bytes) / path.cap)
+                buffered.succeed()
+                yield self.env.timeout(buffer_bytes / path.cap)
             else:
                 yield self.env.timeout(nbytes / path.cap)
         finally:
@@ -497,7 +530,8 @@ class Network:
         self._version += 1
         if not self._flows:
             return
-        dt = min(max(f.remaining, 0.0) / f.rate for f in self._flows)
+        dt = min(min(max(f.remaining, 0.0), f.until_buffered()) / f.rate
+                 for f in self._flows)
         self.env.process(self._wake(dt, self._version))
 
     def _wake(self, dt: float, version: int) -> Generator[simpy.Event, Any, None]:
@@ -506,6 +540,10 @@ class Network:
             return  # a transfer started or ended since: a newer wake-up is armed
         self._advance()
         # Finished: what is left would take under a picosecond (floating-point dust).
+        for flow in self._flows:
+            if flow.until_buffered() <= flow.rate * 1e-12:
+                assert flow.buffered is not None
+                flow.buffered.succeed()
         finished = [f for f in self._flows if f.remaining <= f.rate * 1e-12]
         self._flows = [f for f in self._flows if f.remaining > f.rate * 1e-12]
         for flow in finished:

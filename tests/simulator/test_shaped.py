@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from simulator.collectives.point_to_point import ping_pong
@@ -198,3 +200,67 @@ def test_a_message_among_others_pays_the_busy_latency():
     busy = Cluster.homogeneous("t", device, shaped_topology(ports, busy_latency_s=2e-3))
     assert run_spmd(quiet, two_pairs, 0).makespan_s == pytest.approx(100e-6)
     assert run_spmd(busy, two_pairs, 0).makespan_s == pytest.approx(2e-3)  # the second one
+
+
+def _root_feeds_two(comm, nbytes):
+    """Rank 0 sends ``nbytes`` to rank 1, then to rank 2; returns when each send returned."""
+    if comm.rank == 0:
+        returned = []
+        for dst in (1, 2):
+            yield from comm.send(dst, nbytes)
+            returned.append(comm.now)
+        return returned
+    yield from comm.recv(0, nbytes)
+    return None
+
+
+def test_a_send_returns_once_the_rest_fits_in_the_socket_buffer():
+    # TCP: a blocking send returns when the unsent rest fits in the send buffer S, so the
+    # root's second send starts after (n − S)/B, not after the whole message (S = 0, as
+    # MPI's rendezvous) nor at once (S = None: all of it buffered)
+    alpha, bw, n, s = 100e-6, 11.9e6, 4 * MiB, 2e6
+    entry = _entry(3, "shaped:100mbit")
+    with_buffer = Cluster.from_calibration(replace(entry, send_buffer_bytes=s))
+    assert with_buffer.send_buffer_bytes == s
+    got = run_spmd(with_buffer, _root_feeds_two, n)
+    assert got.returns[0][0] == pytest.approx(alpha + (n - s) / bw, rel=1e-9)
+    # rank 1's last S bytes share the root's port with rank 2's message from then on (after
+    # its α): rank 1 is done at (n + S)/B, rank 2 when the port has carried both, α + 2n/B
+    assert got.finish_s[1] == pytest.approx((n + s) / bw, rel=1e-9)
+    assert got.finish_s[2] == pytest.approx(alpha + 2 * n / bw, rel=1e-9)
+    # a message that fits returns at once
+    assert run_spmd(with_buffer, _root_feeds_two, MiB).returns[0] == [0.0, 0.0]
+
+    unmeasured = Cluster.from_calibration(entry)  # S = None: unchanged, sends return at once
+    assert unmeasured.send_buffer_bytes is None
+    got = run_spmd(unmeasured, _root_feeds_two, n)
+    assert got.returns[0] == [0.0, 0.0]
+    assert got.finish_s[1] == pytest.approx(alpha + 2 * n / bw, rel=1e-9)
+
+    empty = Cluster.from_calibration(replace(entry, send_buffer_bytes=0.0))
+    assert run_spmd(empty, _root_feeds_two, n).returns[0][0] == pytest.approx(
+        alpha + n / bw, rel=1e-9)  # no buffer: a send returns on delivery
+
+
+def test_binomial_broadcast_with_a_send_buffer_lies_between_its_bounds():
+    from lab.twins import get_twin
+
+    entry = _entry(4, "shaped:100mbit")
+    n = 4 * MiB
+    twin = get_twin("broadcast.binomial")
+    times = [twin.simulate(Cluster.from_calibration(replace(entry, send_buffer_bytes=s)),
+                           n).makespan_s for s in (0.0, 2e6, None)]
+    t = 100e-6 + n / 11.9e6
+    assert times[0] == pytest.approx(2 * t, rel=1e-3)  # sends wait for delivery
+    assert times[2] == pytest.approx(3 * t, rel=1e-3)  # everything buffered
+    assert times[0] < times[1] < times[2]
+
+
+def test_send_buffer_from_the_send_return_primitive():
+    from lab.calibrate import send_buffer_bytes, send_buffer_probe_bytes
+
+    assert send_buffer_bytes(8 * MiB, 0.5, 11.9e6) == pytest.approx(8 * MiB - 5.95e6)
+    assert send_buffer_bytes(8 * MiB, 1.0, 11.9e6) == 0.0  # returned on delivery
+    assert send_buffer_bytes(8 * MiB, 0.0, 11.9e6) == 8 * MiB  # returned at once
+    assert send_buffer_probe_bytes([10**8] * 4) == 8 * MiB
+    assert send_buffer_probe_bytes([10**9, 10**9]) == 64 * MiB
