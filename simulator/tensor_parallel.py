@@ -395,7 +395,8 @@ def subcluster(cluster: Cluster, ranks: Sequence[int]) -> Cluster:
 
     topology = Topology(len(ranks), links, f"{full.name}[{len(ranks)}]", router)
     return Cluster(f"{cluster.name}[{len(ranks)}]",
-                   tuple(cluster.devices[g] for g in ranks), topology, cluster.buffered_sends)
+                   tuple(cluster.devices[g] for g in ranks), topology, cluster.buffered_sends,
+                   send_buffer_bytes=cluster.send_buffer_bytes)
 
 
 # ---- results -------------------------------------------------------------------------------
