@@ -9,7 +9,7 @@
   machine's calibrated cluster (``Cluster.local``): compute on a
   :class:`~simulator.pipeline.cores.CorePool` of the host's cores (ranks are processes that
   time-share them), the all-reduces as gloo runs them, each segment a wait of its own
-  (:func:`waited_gloo_all_reduce`), the all-gathers as rings
+  (:func:`simulator.ddp.waited_gloo_all_reduce`), the all-gathers as rings
   (:func:`simulator.collectives.all_gather.ring_all_gather`), the reduce-scatters as the
   lab's ring (:func:`simulator.collectives.reduce_scatter.ring_reduce_scatter`), each on its
   tensor or data group — the structure of :mod:`simulator.tensor_parallel`'s iteration
@@ -38,7 +38,7 @@ from simulator.collectives.all_gather import ring_all_gather
 from simulator.collectives.reduce_scatter import ring_reduce_scatter
 from simulator.core.comm import SimComm, SimGen, run_spmd
 from simulator.core.hardware import Cluster
-from simulator.ddp import gloo_segments
+from simulator.ddp import waited_gloo_all_reduce
 from simulator.pipeline.cores import CorePool
 
 Op = tuple[str, str, float]
@@ -220,38 +220,6 @@ def profile_stages(point: GridPoint, repeats: int = 30, warmup: int = 5
 
 
 _PROGRAMS = {"all_gather": ring_all_gather, "reduce_scatter": ring_reduce_scatter}
-
-
-def waited_gloo_all_reduce(comm: SimComm, nbytes: int, itemsize: int = 4) -> SimGen:
-    """Gloo's segmented ring all-reduce (the ``2·k·p`` segments of
-    :func:`simulator.ddp.gloo_segments`, reduce-scatter then all-gather) with every received
-    segment a blocking wait of its own.
-
-    :func:`simulator.ddp.gloo_ring_all_reduce` keeps two segments in flight, so on an idle
-    link half of the latencies overlap. On this host the latency of a tiny message is a
-    *wake-up* (:func:`ring_steps`): gloo's worker thread sleeps on each segment and is woken
-    when it arrives, and those wake-ups do not overlap. The all-reduce probe of
-    ``benchmarks/tensor_parallel_accuracy.py`` says so: an 8 KB all-reduce (4 segments per
-    rank at ``p = 2``, 12 at ``p = 4``) costs about 4 and 12 waits, not 2 and 6."""
-    p, r = comm.world_size, comm.rank
-    if p == 1 or nbytes == 0:
-        return
-    sizes = gloo_segments(nbytes, p, itemsize)
-    n, k = len(sizes), len(sizes) // p
-    left, right = (r - 1) % p, (r + 1) % p
-    for first_send, first_recv, reduce in ((r + 1, r + 2, True), (r, r + 1, False)):
-        sends = []
-        for i in range(k * (p - 1)):
-            out, into = sizes[(first_send * k + i) % n], sizes[(first_recv * k + i) % n]
-            recv = comm.irecv(right, into) if into else None
-            if out:
-                sends.append(comm.isend(left, out))
-            if recv is not None:
-                yield recv.wait()
-                if reduce:
-                    yield from comm.reduce(into)
-        for send in sends:
-            yield send.wait()
 
 
 def _replay(comm: SimComm, ops: Sequence[Op], groups: dict[str, SimComm | None],

@@ -222,6 +222,37 @@ def gloo_ring_all_reduce(comm: SimComm, nbytes: int, itemsize: int = 4, tag: int
                                 comm.isend(left, out, tag) if out else None, into))
 
 
+def waited_gloo_all_reduce(comm: SimComm, nbytes: int, itemsize: int = 4) -> SimGen:
+    """Gloo's segmented ring all-reduce (the ``2·k·p`` segments of
+    :func:`gloo_segments`, reduce-scatter then all-gather) with every received
+    segment a blocking wait of its own.
+
+    :func:`gloo_ring_all_reduce` keeps two segments in flight, so on an idle link half of
+    the latencies overlap. On this host the latency of a tiny message is a *wake-up*
+    (measured by ``lab.tensor_parallel.ring_steps``): gloo's worker thread sleeps on each
+    segment and is woken when it arrives, and those wake-ups do not overlap. The all-reduce probe of
+    ``benchmarks/tensor_parallel_accuracy.py`` says so: an 8 KB all-reduce (4 segments per
+    rank at ``p = 2``, 12 at ``p = 4``) costs about 4 and 12 waits, not 2 and 6."""
+    p, r = comm.world_size, comm.rank
+    if p == 1 or nbytes == 0:
+        return
+    sizes = gloo_segments(nbytes, p, itemsize)
+    n, k = len(sizes), len(sizes) // p
+    left, right = (r - 1) % p, (r + 1) % p
+    for first_send, first_recv, reduce in ((r + 1, r + 2, True), (r, r + 1, False)):
+        sends = []
+        for i in range(k * (p - 1)):
+            out, into = sizes[(first_send * k + i) % n], sizes[(first_recv * k + i) % n]
+            recv = comm.irecv(right, into) if into else None
+            if out:
+                sends.append(comm.isend(left, out))
+            if recv is not None:
+                yield recv.wait()
+                if reduce:
+                    yield from comm.reduce(into)
+        for send in sends:
+            yield send.wait()
+
 def all_reduce_time(cluster: Cluster, nbytes: int, itemsize: int = 4) -> float:
     """Makespan of :func:`gloo_ring_all_reduce` of ``nbytes`` alone on ``cluster``, s."""
     return run_spmd(cluster, gloo_ring_all_reduce, nbytes, itemsize, trace=False).makespan_s
