@@ -16,7 +16,7 @@ For the chapter's small GPT (2 layers, h = 32, 4 heads, vocabulary 64, sequence 
   by default on ``min(world, cores)`` processes profiling at once,
   :func:`lab.tensor_parallel.profile_together_rank`; ``--profile alone``: one) replayed on this
   machine's calibrated cluster (``Cluster.local``; ``distml-lab calibrate --world N`` first),
-  the ranks sharing the host's cores (:class:`simulator.pipeline.cores.CorePool`);
+  the ranks sharing the host's cores (:class:`simulator.core.cores.CorePool`);
 * **measured** — :class:`backends.tensor_parallel.ParallelGPT` trained on real processes,
   the slowest rank's step, median (p10, p90) of barrier-aligned repeats, all the world's grids
   timed in interleaved rounds in ONE spawned group.

@@ -7,7 +7,7 @@
   (a primitive), in the order the rank runs it;
 * **predict** (:func:`predict`) — the simulator replays those ops on every rank of this
   machine's calibrated cluster (``Cluster.local``): compute on a
-  :class:`~simulator.pipeline.cores.CorePool` of the host's cores (ranks are processes that
+  :class:`~simulator.core.cores.CorePool` of the host's cores (ranks are processes that
   time-share them), the all-reduces as gloo runs them, each segment a wait of its own
   (:func:`simulator.ddp.waited_gloo_all_reduce`), the all-gathers as rings
   (:func:`simulator.collectives.all_gather.ring_all_gather`), the reduce-scatters as the
@@ -37,9 +37,9 @@ from backends import tensor_parallel as tp
 from simulator.collectives.all_gather import ring_all_gather
 from simulator.collectives.reduce_scatter import ring_reduce_scatter
 from simulator.core.comm import SimComm, SimGen, run_spmd
+from simulator.core.cores import CorePool
 from simulator.core.hardware import Cluster
 from simulator.ddp import waited_gloo_all_reduce
-from simulator.pipeline.cores import CorePool
 
 Op = tuple[str, str, float]
 """``("compute", "", seconds)`` or ``(kind, group, bytes)`` with kind ``all_reduce``,
@@ -139,7 +139,7 @@ def profile_together_rank(points: list[dict[str, Any]], repeats: int) -> list[An
     each). Spawned on ``min(world, cores)`` processes, it is the compute profile of a rank
     whose neighbours compute beside it on the other cores — sharing caches and memory
     bandwidth, as the real ranks do — without time-slicing one core (the simulator's
-    :class:`~simulator.pipeline.cores.CorePool` models that)."""
+    :class:`~simulator.core.cores.CorePool` models that)."""
     import torch.distributed as dist
 
     torch.set_num_threads(1)

@@ -39,8 +39,8 @@ from simulator.collectives.all_gather import ring_all_gather
 from simulator.collectives.all_reduce import ring_all_reduce, ring_phases_fast
 from simulator.collectives.reduce_scatter import ring_reduce_scatter
 from simulator.core.comm import SimComm, SimGen, SimResult, run_spmd
+from simulator.core.cores import CorePool, spend
 from simulator.core.hardware import Cluster
-from simulator.pipeline.cores import CorePool, spend
 
 Precision = Literal["mixed", "fp32"]
 Optimizer = Literal["adam", "sgd", "momentum"]

@@ -9,7 +9,7 @@ Book chapter 7, "horovodrun" and "Network basics and the Driver/Task services"; 
 * the driver starts ``p`` task processes, one after another (``spawn_s`` each);
 * each task starts its interpreter and imports its framework: ``process_start_s`` of CPU
   time on one free core — all tasks start at once and share the host's ``cores``
-  (:class:`simulator.pipeline.cores.CorePool`: four ranks on two cores take twice as long);
+  (:class:`simulator.core.cores.CorePool`: four ranks on two cores take twice as long);
 * each registers with the driver (one small message, ``message_s``);
 * once all have registered the driver tells every task to go (one message each), and each
   task joins the process group (a round trip to the rendezvous store, ``2·message_s``).
@@ -27,8 +27,8 @@ from typing import Any
 
 import simpy
 
+from simulator.core.cores import CorePool
 from simulator.core.engine import Trace
-from simulator.pipeline.cores import CorePool
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ class LayerProfile:
             keeps as its input. ``None`` means the same as ``activation_bytes``.
         forward_together_s / backward_together_s: the same compute while other processes
             of the host compute at the same moment (shared cache and memory bandwidth), s;
-            ``None``: as alone (see :class:`simulator.pipeline.cores.CorePool`).
+            ``None``: as alone (see :class:`simulator.core.cores.CorePool`).
     """
 
     name: str

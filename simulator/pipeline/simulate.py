@@ -43,11 +43,11 @@ from typing import Any
 
 from simulator.collectives.all_reduce import ring_all_reduce
 from simulator.core.comm import SimComm, SimGen, SimResult, SimWork, run_spmd
+from simulator.core.cores import CorePool
+from simulator.core.cores import spend as spend_on_cores
 from simulator.core.engine import Trace
 from simulator.core.hardware import Cluster
 from simulator.pipeline.balance import balance_by_time
-from simulator.pipeline.cores import CorePool
-from simulator.pipeline.cores import spend as spend_on_cores
 from simulator.pipeline.profile import LayerProfile, stage_profiles
 from simulator.pipeline.schedules import (
     Schedule,
@@ -74,7 +74,7 @@ class StageCost:
         output_bytes: bytes of the stage's output (what it sends on).
         parameter_bytes: bytes of its weights.
         forward_together_s / backward_together_s: compute times while other ranks compute
-            too (:class:`~simulator.pipeline.cores.CorePool`), s; ``None``: as alone.
+            too (:class:`~simulator.core.cores.CorePool`), s; ``None``: as alone.
     """
 
     forward_s: float
@@ -162,7 +162,7 @@ def pipeline_stage(comm: SimComm, schedule: Schedule, costs: Sequence[StageCost]
 
     Returns the seconds this rank spent computing (forward, recompute, backward, update).
     Global rank ``d·p + r`` is stage rank ``r`` of data-parallel pipeline ``d``. All ranks'
-    ``shared["cores"]`` CPU cores form one :class:`~simulator.pipeline.cores.CorePool`
+    ``shared["cores"]`` CPU cores form one :class:`~simulator.core.cores.CorePool`
     (``math.inf``: a core per rank, no pool).
     """
     pool: CorePool | None = None
@@ -267,7 +267,7 @@ def simulate_pipeline(cluster: Cluster, profile: Sequence[LayerProfile],
         batch: micro-batches per weight version for ``pipedream_2bw`` (default: stages).
         cores: CPU cores the ranks share (ranks as processes on one host: while more ranks
             compute than there are cores, each computes at ``cores/computing`` speed;
-            :mod:`~simulator.pipeline.cores`). ``math.inf``: a core per rank. A profile
+            :mod:`~simulator.core.cores`). ``math.inf``: a core per rank. A profile
             with ``forward_together_s``/``backward_together_s`` also slows a computation
             while others run (shared cache and memory bandwidth), whatever ``cores``.
         trace: record spans.

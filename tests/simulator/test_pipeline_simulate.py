@@ -175,7 +175,7 @@ def _finish_times(jobs, cores):
     """When each ``(start, alone_s, together_s)`` job of a CorePool finishes."""
     import simpy
 
-    from simulator.pipeline.cores import CorePool
+    from simulator.core.cores import CorePool
 
     env = simpy.Environment()
     pool = CorePool(env, cores)
