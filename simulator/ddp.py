@@ -15,8 +15,9 @@ backward). One training step on every rank::
 * :func:`gloo_ring_all_reduce` — the all-reduce gloo runs for a dense CPU tensor
   (``gloo/allreduce.cc``, the ring algorithm): the buffer is cut into ``k·p`` segments of at
   most 1 MiB (``k ≥ 2`` per rank), a ring reduce-scatter and a ring all-gather each send
-  ``k(p−1)`` segments to the left neighbour, two in flight at a time, reducing one segment
-  while the next is on the wire. Bytes per rank ``2·n·(p−1)/p``, messages ``2·k(p−1)``.
+  ``k(p−1)`` segments to the left neighbour, two in flight at a time (one per direction at
+  ``p = 2``: see the function), reducing one segment while the next is on the wire. Bytes per
+  rank ``2·n·(p−1)/p``, messages ``2·k(p−1)``.
 * :class:`CoreShare` — on a host whose ranks are processes sharing ``cores`` CPU cores, the
   backward threads and the communication threads compete for them. By default processor
   sharing (every busy thread gets ``min(1, cores / demand)`` of what it asks for); given a
@@ -198,6 +199,18 @@ def gloo_ring_all_reduce(comm: SimComm, nbytes: int, itemsize: int = 4, tag: int
     receives segment ``(r+2)·k + i`` from ``r+1``; it waits for iteration ``i−2``'s pair and
     reduces what arrived. All-gather: the same with ``r·k + i`` and ``(r+1)·k + i``, no
     reduction. Empty segments are not sent.
+
+    A segment moves only once its receiver is ready for it: gloo's TCP transport sends an
+    unbound buffer after the peer's *receive-ready* notice has arrived
+    (``gloo/transport/tcp/pair.cc``, ``Pair::send`` waits for ``shiftRemotePendingRecv``).
+    The notice for segment ``i`` is posted with the receive, and travels in the receiver's
+    TCP stream to the sender. With ``p ≥ 3`` that direction carries no segments (a rank
+    sends segments to its left neighbour, notices to its right one): the notice is a tiny
+    message, there before the segment ahead has left, and two segments stay in flight. With
+    ``p = 2`` the left and the right neighbour are the same peer, so the notice queues in
+    the stream behind the peer's own segment ``i−1`` and reaches this rank only after it:
+    segment ``i`` leaves once segment ``i−1`` from the peer has arrived — one segment in
+    flight per direction, each paying its latency on its own.
     """
     p, r = comm.world_size, comm.rank
     if p == 1 or nbytes == 0:
@@ -205,6 +218,12 @@ def gloo_ring_all_reduce(comm: SimComm, nbytes: int, itemsize: int = 4, tag: int
     sizes = gloo_segments(nbytes, p, itemsize, max_segment_bytes)
     n, k = len(sizes), len(sizes) // p
     left, right = (r - 1) % p, (r + 1) % p
+
+    def after(ahead: list[SimWork], out: int) -> SimGen:  # p = 2: once the notice is in
+        for work in ahead:
+            yield work.wait()
+        yield comm.isend(left, out, tag).wait()
+
     for first_send, first_recv, reduce in ((r + 1, r + 2, True), (r, r + 1, False)):
         pending: list[tuple[SimWork | None, SimWork | None, int]] = []
         for i in range(k * (p - 1) + 2):
@@ -218,8 +237,16 @@ def gloo_ring_all_reduce(comm: SimComm, nbytes: int, itemsize: int = 4, tag: int
                     yield send.wait()
             if i < k * (p - 1):
                 out, into = sizes[(first_send * k + i) % n], sizes[(first_recv * k + i) % n]
-                pending.append((comm.irecv(right, into, tag) if into else None,
-                                comm.isend(left, out, tag) if out else None, into))
+                recv_work = comm.irecv(right, into, tag) if into else None
+                ahead = [w for w in pending[i - 1][:2] if w is not None] if (
+                    p == 2 and i >= 1) else []
+                if not out:
+                    send_work = None
+                elif not ahead:
+                    send_work = comm.isend(left, out, tag)
+                else:
+                    send_work = SimWork(comm.env.process(after(ahead, out)))
+                pending.append((recv_work, send_work, into))
 
 
 def waited_gloo_all_reduce(comm: SimComm, nbytes: int, itemsize: int = 4) -> SimGen:

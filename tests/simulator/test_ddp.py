@@ -1,5 +1,6 @@
 """The simulated DDP: bucket assignment, gloo's ring, shared cores, and one overlapped step."""
 
+import itertools
 import math
 
 import pytest
@@ -141,3 +142,22 @@ def test_measured_interference_slows_overlapped_work_only():
         predict_step(net, work, MiB, cores=2, overlap=False).step_s)
     with pytest.raises(ValueError):
         Interference(0.0, 1.0)
+
+
+@pytest.mark.parametrize("n", [4 * MiB, 3 * MiB + 40])
+def test_gloo_ring_at_two_ranks_keeps_one_segment_in_flight_each_way(n):
+    # the peer's receive-ready notice rides behind its own segment: a rank's segment i leaves
+    # only once segment i−1 has arrived from the peer and its own i−1 is through
+    result = run_spmd(cluster(2), gloo_ring_all_reduce, n)
+    for rank in (0, 1):
+        sends = sorted((s for s in result.trace if s.kind == "send" and s.rank == rank),
+                       key=lambda s: s.start)
+        for before, after in itertools.pairwise(sends):
+            assert after.start >= before.end - 1e-12
+
+
+def test_gloo_ring_at_four_ranks_keeps_two_segments_in_flight():
+    result = run_spmd(cluster(4), gloo_ring_all_reduce, 8 * MiB)
+    sends = sorted((s for s in result.trace if s.kind == "send" and s.rank == 0),
+                   key=lambda s: s.start)
+    assert any(after.start < before.end for before, after in itertools.pairwise(sends))
