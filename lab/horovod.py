@@ -263,9 +263,17 @@ def costs(entry: CalibrationEntry, world: int, primitives: Primitives) -> Horovo
 
     * Fused all-reduces of at least :data:`lab.calibrate.EXCHANGE_MIN_BYTES` (where the
       calibration's exchange measurement starts) on the calibrated cluster — bandwidth-bound,
-      run on the shared cores with the measured interference;
+      run on the shared cores with the measured interference. Their segments (64 KiB–1 MiB)
+      are the sizes of the calibration's concurrent exchanges, so a segment that starts
+      among others in flight pays those exchanges' latency (``bus_latency_s``), not the
+      chain of dependent 4 KiB messages (``chain_latency_s``: up to 1.8 ms a step at 4 ranks
+      on 2 cores, a wait for a time slice that gloo's busy threads streaming megabytes do
+      not pay per segment — measured alone at 4 ranks, 24 MiB take 36–38 ms, the chain
+      latency would predict 49–58);
     * smaller ones and the negotiation's bit vector (:func:`negotiation_bytes`) —
-      latency-bound — with every message paying :attr:`Primitives.small_latency_s`, or
+      latency-bound — on the calibrated cluster with the chain latencies (every step of a
+      tiny ring all-reduce is a step of that chain: all ``p`` ranks exchange tiny messages,
+      each waiting for the last), or with every message paying
       :attr:`Primitives.busy_latency_s` while the main threads compute;
     * the copy rate for the fusion buffer and the averaging pass; the measured SGD step.
 
@@ -276,14 +284,14 @@ def costs(entry: CalibrationEntry, world: int, primitives: Primitives) -> Horovo
         return Cluster.from_calibration(replace(entry, latency_s=latency_s,
                                                 bus_latency_s=latency_s), world_size=world)
 
-    cluster = Cluster.from_calibration(entry, world_size=world)
+    cluster = Cluster.from_calibration(replace(entry, chain_latency_s=[]), world_size=world)
     tensors = len(primitives.workload.param_sizes)
     optimizer_Bps = primitives.workload.param_bytes / max(primitives.optimizer_s, 1e-12)
     if world < 2 or primitives.small_latency_s <= 0:
         return HorovodCosts.on(cluster, negotiation_bytes(tensors), optimizer_Bps=optimizer_Bps)
     return HorovodCosts.on(
         cluster, negotiation_bytes(tensors),
-        small_cluster=with_latency(primitives.small_latency_s),
+        small_cluster=Cluster.from_calibration(entry, world_size=world),
         small_busy_cluster=with_latency(max(primitives.busy_latency_s,
                                             primitives.small_latency_s)),
         small_bytes=EXCHANGE_MIN_BYTES, optimizer_Bps=optimizer_Bps)
