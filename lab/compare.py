@@ -77,6 +77,8 @@ def predict(twin: Twin, world: int, sizes: Sequence[int], cluster: str = "local"
     if network == "shaped" and cluster == "local":
         machine = Cluster.shaped(world, bandwidth or "1gbit", backend, calibration)
         cluster = machine.name
+    elif cluster == "local":  # the collectives' loopback model (Cluster.from_calibration)
+        machine = Cluster.local(world, backend, calibration, exchange_bus=True)
     else:
         machine = preset(cluster, world, calibration, backend)
     rows = []

@@ -53,9 +53,21 @@ def _simulate(operation: str, algorithm: str) -> Callable[[Cluster, int], SimRes
 
     def simulate(cluster: Cluster, nbytes: int) -> SimResult:
         n = effective_nbytes(operation, cluster.world_size, nbytes)
-        return run_spmd(cluster, program, n, itemsize=ITEMSIZE, **_extra(operation, algorithm))
+        run = _copy_input_first(program) if operation == "all_gather" else program
+        return run_spmd(cluster, run, n, itemsize=ITEMSIZE, **_extra(operation, algorithm))
 
     return simulate
+
+
+def _copy_input_first(program: Callable[..., Any]) -> Callable[..., Any]:
+    """The program preceded by the real twin's first step: every real all-gather copies its
+    input into its own piece of the output (``output[r·k:(r+1)·k].copy_(input)``), ``n/p``
+    bytes at the calibrated copy rate, before any message."""
+    def run(comm: Any, nbytes: int, **kwargs: Any) -> Any:
+        yield from comm.memcpy(nbytes // comm.world_size)
+        return (yield from program(comm, nbytes, **kwargs))
+
+    return run
 
 
 def real_function(operation: str, algorithm: str) -> Callable[..., None]:

@@ -122,7 +122,7 @@ class Cluster:
 
     @classmethod
     def from_calibration(cls, entry: CalibrationEntry, world_size: int | None = None,
-                         contention: Contention = "fair") -> Cluster:
+                         contention: Contention = "fair", exchange_bus: bool = False) -> Cluster:
         """The simulated twin of a calibrated machine: ranks as processes on one host.
 
         Each rank is a CPU process. Its rates are the ones measured with ``entry.world_size``
@@ -137,6 +137,11 @@ class Cluster:
         Without an exchange measurement the ranks are simply fully connected. An entry
         calibrated on a shaped network (``entry.network`` ``shaped:…``) gives
         :meth:`shaped`'s switch instead.
+
+        ``exchange_bus`` (the collectives chapter's model; off: every other model as it was
+        calibrated): the bus's rate for messages that share it is fitted to the concurrent
+        exchanges of bandwidth-bound sizes only (:func:`exchange_bus_Bps`), even where that
+        is below B, while a message alone on the bus still moves at B.
         """
         if entry.network != "loopback":
             return cls.shaped_from(entry, world_size, contention=contention)
@@ -149,17 +154,21 @@ class Cluster:
         if entry.bus_bandwidth_Bps > 0:
             bus = max(entry.bus_bandwidth_Bps, entry.bandwidth_Bps)
             busy = max(entry.bus_latency_s, entry.latency_s) if entry.bus_latency_s else None
-            topo = Topology.shared_bus(world_size, link, bus, busy or entry.latency_s,
-                                       chain_latencies(entry))
+            shared = exchange_bus_Bps(entry) if exchange_bus else None
+            topo = Topology.shared_bus(world_size, link, shared or bus, busy or entry.latency_s,
+                                       chain_latencies(entry),
+                                       solo_bus_Bps=bus if shared else None)
         else:
             topo = Topology.fully_connected(world_size, link)
         return cls.homogeneous(f"local-{entry.backend}x{world_size}", device, topo)
 
     @classmethod
     def local(cls, world_size: int, backend: str = "gloo", path: str | Path | None = None,
-              host: str | None = None) -> Cluster:
-        """This machine, from its calibration file (see :mod:`simulator.core.calibration`)."""
-        return cls.from_calibration(find_entry(world_size, backend, host, path))
+              host: str | None = None, exchange_bus: bool = False) -> Cluster:
+        """This machine, from its calibration file (see :mod:`simulator.core.calibration`);
+        ``exchange_bus`` as in :meth:`from_calibration`."""
+        return cls.from_calibration(find_entry(world_size, backend, host, path),
+                                    exchange_bus=exchange_bus)
 
     @classmethod
     def shaped(cls, world_size: int, bandwidth: str | Sequence[str | int] = "1gbit",
@@ -218,6 +227,40 @@ class Cluster:
         return cls(f"shaped-{spec_text(rates)}x{world_size}", (device,) * world_size,
                    shaped_topology(ports, busy_latency_s=entry.bus_latency_s or None),
                    buffered_sends=True, send_buffer_bytes=entry.send_buffer_bytes)
+
+
+EXCHANGE_BUS_BYTES = (2**20, 2**24)
+"""Message sizes (bytes, inclusive) of the concurrent exchanges :func:`exchange_bus_Bps` fits:
+from 1 MiB, where a message's time is mostly its bytes, to 16 MiB, the largest message of the
+collectives' accuracy sweep. Below 1 MiB an exchange is latency — and, on a host whose vCPUs
+sometimes wait a scheduler tick, a lottery of 4 ms waits (64–256 KiB measured 0.4–1.1 ms) that
+would bend a fit over all sizes into a bus faster than any large exchange ran."""
+
+
+def exchange_bus_Bps(entry: CalibrationEntry) -> float | None:
+    """The aggregate rate of messages sharing a loopback host, bytes/s: ``t = a + f·n/bus``
+    fitted (least squares on relative errors, ``a ≥ 0``) to the calibration's concurrent
+    exchanges of :data:`EXCHANGE_BUS_BYTES` sizes, ``f`` messages in flight (both directions
+    of each pair). ``None`` with fewer than two such sizes or no positive slope.
+    """
+    lo, hi = EXCHANGE_BUS_BYTES
+    flows = 2 * (entry.world_size // 2)
+    points = [(flows * n, t) for n, t in zip(entry.exchange_sizes, entry.exchange_times_s,
+                                            strict=True) if lo <= n <= hi and t > 0]
+    if len(points) < 2:
+        return None
+    # minimise Σ((a + x·b − t)/t)²: normal equations of a·(1/t) + b·(x/t) = 1
+    u = [1 / t for _, t in points]
+    v = [x / t for x, t in points]
+    suu, svv, suv = sum(a * a for a in u), sum(b * b for b in v), sum(a * b for a, b in zip(
+        u, v, strict=True))
+    su, sv = sum(u), sum(v)
+    det = suu * svv - suv * suv
+    a = (su * svv - sv * suv) / det if det > 0 else -1.0
+    b = (suu * sv - suv * su) / det if det > 0 else 0.0
+    if a < 0:  # no intercept: b alone
+        b = sv / svv
+    return 1 / b if b > 0 else None
 
 
 def chain_latencies(entry: CalibrationEntry) -> tuple[float, ...]:

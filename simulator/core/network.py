@@ -67,6 +67,12 @@ class Link:
             link's bandwidth; 0 leaves the directions independent. Counted by ``fair`` sharing
             only: a port that sends while it receives carries its own data plus the
             acknowledgements of what it receives.
+        solo_bandwidth_Bps: B in each direction while a single transfer crosses the channel,
+            bytes/s (``None``: always ``bandwidth_Bps``). Counted by ``fair`` sharing only. A
+            host's loopback "bus" moves one message at the rate a ping-pong measures but several
+            at once at the aggregate rate concurrent exchanges measure, which may be lower:
+            each byte is copied by the CPUs at both ends, and two messages each way keep both
+            cores busy with four copies (:meth:`Topology.shared_bus`).
     """
 
     latency_s: float
@@ -75,6 +81,7 @@ class Link:
     busy_latency_s: float | None = None
     ack_fraction: float = 0.0
     busy_latency_by_flows: tuple[float, ...] = ()
+    solo_bandwidth_Bps: float | None = None
 
     def __post_init__(self) -> None:
         if not self.latency_s >= 0:
@@ -86,6 +93,8 @@ class Link:
                              f"choose one of {', '.join(CONTENTION_MODELS)}")
         if not 0.0 <= self.ack_fraction < 1.0:
             raise ValueError(f"ack_fraction must be in [0, 1), got {self.ack_fraction}")
+        if self.solo_bandwidth_Bps is not None and not self.solo_bandwidth_Bps > 0:
+            raise ValueError(f"solo bandwidth must be > 0 bytes/s, got {self.solo_bandwidth_Bps}")
 
     @property
     def beta_s_per_B(self) -> float:
@@ -294,7 +303,8 @@ class Topology:
     @classmethod
     def shared_bus(cls, world_size: int, port: Link, bus_Bps: float,
                    busy_latency_s: float | None = None,
-                   busy_latency_by_flows: Sequence[float] = ()) -> Topology:
+                   busy_latency_by_flows: Sequence[float] = (),
+                   solo_bus_Bps: float | None = None) -> Topology:
         """Ranks on one machine: each has a port, and *every* message crosses one shared bus.
 
         Ranks that are processes on one host talk over loopback: each message is copied by
@@ -307,10 +317,13 @@ class Topology:
         exchanges measures (:mod:`lab.calibrate`). A message that starts while the bus carries
         another pays ``busy_latency_s`` instead of α — or, given ``busy_latency_by_flows``,
         its entry for the number of messages already in flight (see :class:`Link`).
+        ``solo_bus_Bps``: the bus's rate while it carries a single message (``None``:
+        ``bus_Bps`` always; see :class:`Link`).
         """
         port_link = replace(port, latency_s=0.0)
         bus = replace(port, bandwidth_Bps=bus_Bps, busy_latency_s=busy_latency_s,
-                      busy_latency_by_flows=tuple(busy_latency_by_flows))
+                      busy_latency_by_flows=tuple(busy_latency_by_flows),
+                      solo_bandwidth_Bps=solo_bus_Bps)
         links: dict[frozenset[Node], Link] = {frozenset(("bus_in", "bus_out")): bus}
         for r in range(world_size):
             links[frozenset((r, "bus_in"))] = port_link
@@ -426,6 +439,7 @@ class Network:
         self._fifo: dict[Channel, simpy.Resource] = {}
         self._paths: dict[tuple[int, int], _Path] = {}
         self._bandwidth_Bps: dict[Channel, float] = {}
+        self._solo_Bps: dict[Channel, float | None] = {}
         self._flows: list[_Flow] = []
         self._last_update = 0.0
         self._version = 0
@@ -556,6 +570,11 @@ class Network:
             bandwidth = self._bandwidth_Bps[channel] = self.topology.link(channel).bandwidth_Bps
         return bandwidth
 
+    def _solo(self, channel: Channel) -> float | None:
+        if channel not in self._solo_Bps:
+            self._solo_Bps[channel] = self.topology.link(channel).solo_bandwidth_Bps
+        return self._solo_Bps[channel]
+
     def _allocate(self) -> None:
         """Progressive filling: raise all unfrozen rates together until a channel fills.
 
@@ -573,6 +592,10 @@ class Network:
             for channel, share in flow.acks:
                 left[channel] = self._bandwidth(channel)
                 users[channel] = users.get(channel, 0) + share
+        for channel, count in users.items():
+            solo = self._solo(channel)
+            if solo is not None and count <= 1 + 1e-12:
+                left[channel] = solo
         active = self._flows
         while active:
             step = min((left[c] / n for c, n in users.items() if n > 1e-12), default=math.inf)

@@ -20,3 +20,15 @@ def test_sustained_comparison_measures_every_point_in_one_launch(tmp_path):
         assert r.predicted_s > 0
         assert r.rel_error == pytest.approx((r.predicted_s - r.measured_median_s)
                                             / r.measured_median_s)
+
+
+def test_the_simulated_all_gathers_copy_their_input_first_as_the_real_ones_do():
+    from lab.twins import get_twin
+    from simulator.core.hardware import Cluster
+
+    c = Cluster.from_calibration(CalibrationEntry("h", "gloo", 4, 5e-5, 4e9, 1.2e10, 1.4e10,
+                                                  1e11))
+    for name in ("all_gather.ring", "all_gather.recursive_doubling", "all_gather.bruck"):
+        spans = [s for s in get_twin(name).simulate(c, 2**20).trace if s.rank == 0]
+        assert spans[0].kind == "memcpy" and spans[0].nbytes == 2**20 // 4
+        assert spans[0].end == pytest.approx(2**18 / 1.4e10)

@@ -80,3 +80,23 @@ def test_a_calibrated_chain_prices_messages_by_how_many_are_in_flight():
     assert flat.topology.link(("bus_in", "bus_out")).busy_latency_s == 6e-4
     # a what-if that sets the busy latency to α asks for no extra latency at all
     assert chain_latencies(replace(e, bus_latency_s=5e-5)) == ()
+
+
+def test_the_exchange_bus_is_fitted_to_bandwidth_bound_exchanges_only():
+    from dataclasses import replace
+
+    from simulator.core.hardware import exchange_bus_Bps
+
+    # 2 flows; exchanges of 1–16 MiB follow t = 0.1 ms + 2n / 3 GB/s, smaller ones are slow
+    sizes = [2**16, 2**18, 2**20, 2**22, 2**24, 2**26]
+    times = [2e-3, 3e-3] + [1e-4 + 2 * n / 3e9 for n in sizes[2:5]] + [0.01]
+    e = replace(entry(2), bus_bandwidth_Bps=5e9, exchange_sizes=sizes, exchange_times_s=times)
+    assert exchange_bus_Bps(e) == pytest.approx(3e9)
+    assert exchange_bus_Bps(replace(e, exchange_sizes=sizes[:3], exchange_times_s=times[:3])) \
+        is None
+    # opt-in: shared messages split 3 GB/s, a message alone keeps the ping-pong's B = 4 GB/s
+    shared = Cluster.from_calibration(e, exchange_bus=True)
+    bus = shared.topology.link(("bus_in", "bus_out"))
+    assert bus.bandwidth_Bps == pytest.approx(3e9) and bus.solo_bandwidth_Bps == 5e9
+    plain = Cluster.from_calibration(e).topology.link(("bus_in", "bus_out"))
+    assert plain.bandwidth_Bps == 5e9 and plain.solo_bandwidth_Bps is None

@@ -180,3 +180,17 @@ def test_the_busy_latency_grows_with_the_messages_in_flight():
     flat = Topology.shared_bus(4, Link(1e-5, 1e9, "fair"), bus_Bps=1e9, busy_latency_s=1e-3)
     times, _ = arrivals(flat, [(0, 1), (1, 2), (2, 3)], [0, 0, 0])
     assert times == pytest.approx([1e-5, 1e-3, 1e-3])
+
+
+def test_a_lone_message_moves_at_the_solo_rate_and_shared_ones_split_the_bus():
+    # the loopback bus: one message alone at the ping-pong's 4 GB/s, two at once share 3 GB/s
+    topo = Topology.shared_bus(4, Link(0.0, 4e9, "fair"), bus_Bps=3e9, solo_bus_Bps=4e9)
+    alone, _ = arrivals(topo, [(0, 1)], [4 * 10**9])
+    assert alone == pytest.approx([1.0])
+    both, _ = arrivals(topo, [(0, 1), (1, 0)], [3 * 10**9, 3 * 10**9])
+    assert both == pytest.approx([2.0, 2.0])
+    # unequal messages: the short one ends after 2 s at 1.5 GB/s, the long one is alone then
+    mixed, _ = arrivals(topo, [(0, 1), (1, 0)], [3 * 10**9, 7 * 10**9])
+    assert mixed == pytest.approx([2.0, 2.0 + 4e9 / 4e9])
+    with pytest.raises(ValueError, match="solo bandwidth"):
+        Link(0.0, 1e9, solo_bandwidth_Bps=0.0)
