@@ -1,26 +1,32 @@
 """Accuracy of the parameter-server prediction on this machine (book ch. 3).
 
-    flock -x /tmp/distml-measure.lock .venv/bin/python benchmarks/ps_accuracy.py [--iterations 40]
+    flock -x /tmp/distml-measure.lock env OMP_NUM_THREADS=1 \\
+        .venv/bin/python benchmarks/ps_accuracy.py [--rounds 3] [--repeats 2] [--tag _x]
 
-Calibrates worlds 3, 4 and 5 into a fresh file (primitives only: ping-pong, concurrent
-exchanges, reduction, copy, matmul) and measures the PS-specific primitives: the van's
-point-to-point costs at each world size (:func:`lab.parameter_server.measure_van_link`: a
-header received from any source, then payloads of 4–64 KiB, echoed by one rank to ``k`` senders
-at each fan-in ``k`` with the world's other ranks present: CPU per message), the
-receive-from-any-source extra (ping-pong), and the code's software costs on one
-process. Then, for each configuration of 1 + S + W ≤ 5 ranks, it runs the real parameter
-server once and prints the measured time per iteration (median over workers and
-iterations) beside three predictions of the simulated twin:
+The same configuration's time per iteration moves by half from one launch to the next on a
+shared 2-core machine (S=1, W=3 MLP: 4.5–8.1 ms over six launches), and so do the calibrated
+primitives, so the benchmark measures in **rounds** and reports medians: each round
+calibrates worlds 3, 4 and 5 into a file of its own (primitives only: ping-pong, concurrent
+exchanges, chain of dependent exchanges, reduction, copy, matmul) and then runs every
+configuration of ``1 + S + W ≤ 5`` ranks ``--repeats`` times, one launch per world size with
+its configurations interleaved (:func:`backends.parameter_server.train.run_scenarios`), so
+that drift hits all of them alike. Once per benchmark it also measures the code's software
+costs on one process, the receive-from-any-source extra (ping-pong) and the van's messages
+(:func:`lab.parameter_server.measure_van_link`: the lab's own request–response echo from
+``k`` senders to one node, timed as CPU per message).
 
-* ``calibration`` (the lab's default, :func:`lab.parameter_server.compare`): the calibration's
+For each configuration it prints the measured time per iteration — the median over every run
+of each run's median over workers and iterations — beside the simulated twin's, the median
+over rounds of the prediction from that round's calibration:
+
+* ``calibration`` (the lab's default, :func:`lab.parameter_server.predict`): the calibration's
   α, B and busy latency (a message that starts while others are in flight waits for its process
   to be scheduled) plus the any-source extra;
 * ``van``: messages cost the van echo's measured CPU at the receiver's fan-in, as work of the
-  shared cores, instead of the calibration's network terms;
-* ``van-delay``: the same costs as plain delays (what the cores' sharing adds).
+  shared cores, instead of the calibration's network terms.
 
-Writes ``benchmarks/results/ps_accuracy.json``/``.csv``. Asserts nothing; no prediction is
-fitted to these runs.
+Writes ``benchmarks/results/ps_accuracy{tag}.json``/``.csv`` with every run and every round's
+calibration. Asserts nothing; no prediction is fitted to these runs.
 """
 
 from __future__ import annotations
@@ -28,83 +34,139 @@ from __future__ import annotations
 import argparse
 import statistics
 import tempfile
+import time
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import Any
 
+from backends.launch import spawn
 from backends.parameter_server import PSConfig
+from backends.parameter_server.train import collect, run_scenarios
 from lab.calibrate import QUICK_SIZES, calibrate
 from lab.compare import write_csv, write_json
 from lab.parameter_server import (
-    compare,
     measure_anysource,
     measure_van_link,
     predict,
     profile_compute,
     profile_costs,
 )
-from simulator.core.calibration import find_entry
+from simulator.core.calibration import CalibrationEntry, find_entry
+from simulator.parameter_server import PSCosts, VanLink
 
 LAYOUTS = [(1, 1, "mlp"), (1, 2, "mlp"), (1, 3, "mlp"), (2, 2, "mlp"), (2, 1, "mlp"),
            (1, 2, "sparse_lr"), (2, 2, "sparse_lr"), (1, 3, "sparse_lr")]
 WORLDS = (3, 4, 5)
 
 
+def configs(iterations: int) -> list[PSConfig]:
+    """The benchmark's configurations, BSP, in :data:`LAYOUTS` order."""
+    return [PSConfig(servers=s, workers=w, model=m, iterations=iterations, lr=0.1)
+            for s, w, m in LAYOUTS]
+
+
+def measure_round(cfgs: list[PSConfig], repeats: int) -> dict[int, list[float]]:
+    """Every configuration ``repeats`` times, interleaved, one launch per world size: each
+    run's time per iteration (s), by index in ``cfgs``."""
+    times: dict[int, list[float]] = {i: [] for i in range(len(cfgs))}
+    for world in WORLDS:
+        mine = [i for i, c in enumerate(cfgs) if 1 + c.servers + c.workers == world]
+        order = [i for _ in range(repeats) for i in mine]
+        outs = spawn(run_scenarios, world, [cfgs[i] for i in order], backend="gloo",
+                     timeout=60, deadline=60 + 10 * len(order))
+        for j, i in enumerate(order):
+            times[i].append(collect(cfgs[i], [o[j] for o in outs]).time_per_iteration_s)
+    return times
+
+
+def predictions(cfg: PSConfig, entries: list[CalibrationEntry], costs: PSCosts,
+                anysource_s: float, van: VanLink) -> dict[str, Any]:
+    """Each round's calibration prediction and the van prediction of ``cfg``, s."""
+    compute = profile_compute(cfg)
+    cal = [predict(cfg, e, replace(costs, anysource_s=anysource_s), compute) for e in entries]
+    # the echo's CPU already holds coding a message, receiving it from any source and waking
+    # the app: the van prediction charges none of them twice
+    bare = replace(costs, message_s=0.0, wakeup_s=0.0, anysource_s=0.0)
+    vp = predict(cfg, entries[0], bare, compute, van)
+    return {"calibration_s": [p.time_per_iteration_s() for p in cal],
+            "idle_s": [p.idle_time_s() for p in cal],
+            "throughput": [p.throughput(cfg.batch_size) for p in cal],
+            "van_s": vp.time_per_iteration_s(), "compute_s": float(compute.mean())}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     parser.add_argument("--iterations", type=int, default=40)
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="calibrate-then-measure rounds (default 3)")
+    parser.add_argument("--repeats", type=int, default=2,
+                        help="runs of each configuration per round (default 2)")
     parser.add_argument("--calibration-repeats", type=int, default=10)
     parser.add_argument("--tag", default="", help="suffix of the result files")
     args = parser.parse_args()
-    rows = []
+    begin = time.perf_counter()
+    cfgs = configs(args.iterations)
+    runs: dict[int, list[float]] = {i: [] for i in range(len(cfgs))}
+    entries: dict[int, list[CalibrationEntry]] = {w: [] for w in WORLDS}
     with tempfile.TemporaryDirectory() as tmp:
-        cal = Path(tmp) / "calibration.json"
-        for world in WORLDS:
-            calibrate(world, path=cal, sizes=QUICK_SIZES, repeats=args.calibration_repeats)
-        costs = profile_costs()
-        vans = {world: measure_van_link(world) for world in WORLDS}
-        anysource = {world: measure_anysource(world) for world in WORLDS}
-        print("costs:", {k: f"{v * 1e6:.2f} us" if k.endswith("_s") else f"{v * 1e9:.2f} ns"
-                         for k, v in asdict(costs).items()}, flush=True)
-        for world in WORLDS:
-            v = vans[world]
-            for k, (h, a, b) in enumerate(zip(v.header_s, v.payload_s, v.payload_Bps,
-                                               strict=True), start=1):
-                print(f"world {world}, fan-in {k}: van header {h * 1e6:.1f} us, payload "
-                      f"{a * 1e6:.1f} us + n / {b / 1e9:.2f} GB/s (CPU)", flush=True)
-            print(f"world {world}: any-source extra {anysource[world] * 1e6:.1f} us",
-                  flush=True)
-        for servers, workers, model in LAYOUTS:
-            cfg = PSConfig(servers=servers, workers=workers, model=model,
-                           iterations=args.iterations, lr=0.1)
-            world = 1 + servers + workers
-            van = vans[world]
-            row = compare(cfg, cal, replace(costs, anysource_s=anysource[world]))
-            entry = find_entry(world, "gloo", path=cal)
-            compute = profile_compute(cfg)
-            measured = row["measured_median_s"]
-            for name, pred in (
-                    ("van", predict(cfg, entry, costs, compute, van)),
-                    ("van_delay", predict(cfg, entry, costs, compute,
-                                          replace(van, on_cores=False)))):
-                row[f"{name}_predicted_s"] = pred.time_per_iteration_s()
-                row[f"{name}_rel_error"] = (pred.time_per_iteration_s() - measured) / measured
-            rows.append(row)
-            print(f"S={servers} W={workers} {model:<9} world {world}: measured "
-                  f"{measured * 1e3:6.2f} ms; calibration {row['predicted_s'] * 1e3:6.2f} ms "
-                  f"({row['rel_error']:+.0%}), van {row['van_rel_error']:+.0%}, van-delay "
-                  f"{row['van_delay_rel_error']:+.0%}; idle predicted "
-                  f"{row['predicted_idle_s'] * 1e3:.2f} ms, measured "
-                  f"{row['measured_idle_s'] * 1e3:.2f} ms", flush=True)
+        for r in range(args.rounds):
+            cal = Path(tmp) / f"calibration{r}.json"
+            for world in WORLDS:
+                calibrate(world, path=cal, sizes=QUICK_SIZES, repeats=args.calibration_repeats)
+                entries[world].append(find_entry(world, "gloo", path=cal))
+            for i, t in measure_round(cfgs, args.repeats).items():
+                runs[i].extend(t)
+            print(f"round {r + 1}: " + ", ".join(
+                f"world {w} busy latency {entries[w][-1].bus_latency_s * 1e6:.0f} us"
+                for w in WORLDS) + f" ({time.perf_counter() - begin:.0f} s)", flush=True)
+    costs = profile_costs()
+    anysource = {world: measure_anysource(world) for world in WORLDS}
+    vans = {world: measure_van_link(world) for world in WORLDS}
+    print("costs:", {k: f"{v * 1e6:.2f} us" if k.endswith("_s") else f"{v * 1e9:.2f} ns"
+                     for k, v in asdict(costs).items()}, flush=True)
+    for world in WORLDS:
+        v = vans[world]
+        for k, (h, a, b) in enumerate(zip(v.header_s, v.payload_s, v.payload_Bps,
+                                           strict=True), start=1):
+            print(f"world {world}, fan-in {k}: van header {h * 1e6:.1f} us, payload "
+                  f"{a * 1e6:.1f} us + n / {b / 1e9:.2f} GB/s (CPU)", flush=True)
+        print(f"world {world}: any-source extra {anysource[world] * 1e6:.1f} us", flush=True)
+    rows = []
+    for i, cfg in enumerate(cfgs):
+        world = 1 + cfg.servers + cfg.workers
+        p = predictions(cfg, entries[world], costs, anysource[world], vans[world])
+        measured = statistics.median(runs[i])
+        predicted = statistics.median(p["calibration_s"])
+        row = {"servers": cfg.servers, "workers": cfg.workers, "world": world,
+               "model": cfg.model, "consistency": cfg.consistency,
+               "measured_median_s": measured, "measured_runs_s": runs[i],
+               "predicted_s": predicted, "predicted_rounds_s": p["calibration_s"],
+               "rel_error": (predicted - measured) / measured,
+               "predicted_idle_s": statistics.median(p["idle_s"]),
+               "predicted_throughput": statistics.median(p["throughput"]),
+               "van_predicted_s": p["van_s"],
+               "van_rel_error": (p["van_s"] - measured) / measured,
+               "compute_profile_s": p["compute_s"]}
+        rows.append(row)
+        print(f"S={cfg.servers} W={cfg.workers} {cfg.model:<9} world {world}: measured "
+              f"{measured * 1e3:6.2f} ms (runs {min(runs[i]) * 1e3:.2f}–"
+              f"{max(runs[i]) * 1e3:.2f}); calibration {predicted * 1e3:6.2f} ms "
+              f"({row['rel_error']:+.0%}; rounds {min(p['calibration_s']) * 1e3:.2f}–"
+              f"{max(p['calibration_s']) * 1e3:.2f}), van {p['van_s'] * 1e3:6.2f} ms "
+              f"({row['van_rel_error']:+.0%})", flush=True)
     medians = {name: statistics.median(abs(r[key]) for r in rows) for name, key in (
-        ("calibration", "rel_error"), ("van", "van_rel_error"),
-        ("van_delay", "van_delay_rel_error"))}
+        ("calibration", "rel_error"), ("van", "van_rel_error"))}
     print(f"median |relative error| over {len(rows)} configurations: "
-          + ", ".join(f"{k} {v:.1%}" for k, v in medians.items()))
-    write_csv(rows, args.out / f"ps_accuracy{args.tag}.csv")
+          + ", ".join(f"{k} {v:.1%}" for k, v in medians.items())
+          + f" ({time.perf_counter() - begin:.0f} s)")
+    write_csv([{k: v for k, v in r.items() if not isinstance(v, list)} for r in rows],
+              args.out / f"ps_accuracy{args.tag}.csv")
     write_json({"records": rows, "median_abs_rel_error": medians["calibration"],
                 "median_abs_rel_error_by_model": medians, "costs": asdict(costs),
-                "van": {w: asdict(v) for w, v in vans.items()}, "anysource_s": anysource},
+                "calibrations": {w: [asdict(e) for e in es] for w, es in entries.items()},
+                "van": {w: asdict(v) for w, v in vans.items()}, "anysource_s": anysource,
+                "rounds": args.rounds, "repeats": args.repeats},
                args.out / f"ps_accuracy{args.tag}.json")
 
 

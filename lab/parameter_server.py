@@ -185,19 +185,95 @@ def _echo_sender(header: Any, payload: Any, n: int, rounds: int) -> None:
     thread.join()
 
 
+def app_echo(fan_ins: tuple[int, ...], rounds: int = 300,
+             payloads: tuple[int, ...] = VAN_PAYLOAD_SIZES, repeats: int = 5
+             ) -> list[list[float]]:
+    """Rank function: the van's request–response round trip, through this lab's own
+    transport and app layer (PS-Lite's ``SimpleApp``), from ``k`` senders to one node.
+
+    The world is a postoffice of one server (rank 1) and ``world − 2`` workers; the server's
+    request handle answers each request with its own values (an echo). For each fan-in ``k``
+    and payload of ``n`` bytes (0: a header alone), workers ``0 … k−1`` each send requests of
+    ``n`` bytes and wait for the answer (:meth:`SimpleApp.wait`), one at a time; the others
+    idle, as a run's idle nodes do. So every message is what a training run's is — a header
+    coded and received from any source by the van's receiving thread, its payload, the
+    customer's bookkeeping, a waiting thread woken — with no training in it.
+
+    Returns, per fan-in and payload size, this rank's CPU seconds (user + system, all its
+    threads) per one-way message, the median over ``repeats`` of ``rounds // repeats`` round
+    trips per sender (0 on the ranks that take no part): the server's from the barrier until
+    it has answered every request, a sender's until its last answer came back.
+    """
+    import torch
+
+    from backends.parameter_server.kv_app import SimpleApp
+    from backends.parameter_server.message import Message
+    from backends.parameter_server.postoffice import ALL_GROUPS, Postoffice
+
+    po = Postoffice(1, dist_world() - 2, 1, timeout_s=60.0)
+    app = SimpleApp(0, po)
+    answered, cond = [0], threading.Condition()
+
+    def echo(msg: Message, server: SimpleApp) -> None:
+        server.response(msg, msg.vals if msg.meta.nvals else None)
+        with cond:
+            answered[0] += 1
+            cond.notify()
+
+    app.request_handle = echo
+    po.start()
+    per_round = max(rounds // repeats, 1)
+    out: list[list[float]] = []
+    for k in fan_ins:
+        active = po.is_server or (po.is_worker and po.my_rank < k)
+        row = []
+        for n in payloads:
+            vals = torch.zeros(n // 4) if n else None
+            samples = []
+            for _ in range(repeats):
+                with cond:
+                    answered[0] = 0
+                po.barrier(ALL_GROUPS)
+                cpu = time.process_time()
+                if po.is_server:
+                    with cond:
+                        while answered[0] < per_round * k:
+                            cond.wait(1.0)
+                elif active:
+                    for _ in range(per_round):
+                        app.wait(app.request([1], vals))
+                samples.append((time.process_time() - cpu) / (2 * per_round * k)
+                               if active else 0.0)
+            row.append(statistics.median(samples))
+        out.append(row)
+    po.finalize()
+    return out
+
+
+def dist_world() -> int:
+    """The world size of the default process group."""
+    import torch.distributed as dist
+
+    return dist.get_world_size()
+
+
 def measure_van_link(world: int, fan_ins: tuple[int, ...] | None = None,
-                     rounds: int = 300) -> VanLink:
+                     rounds: int = 300, through: str = "app") -> VanLink:
     """The van's messages at ``world`` ranks (:class:`~simulator.parameter_server.VanLink`):
     for each fan-in ``k`` (default ``1 … world − 2``), the CPU of a header alone and the
     payload line ``a + n/B`` fitted to the payloads' extra CPU (least squares, a, 1/B ≥ 0),
-    from :func:`van_echo` — one launch of ``world`` processes."""
+    from :func:`app_echo` (``through="app"``: the lab's van, customer and app, as a run
+    sends them) or :func:`van_echo` (``"gloo"``: bare gloo sends and receives shaped as the
+    van's) — one launch of ``world`` processes."""
     from backends.launch import spawn
 
     fan_ins = fan_ins or tuple(range(1, max(world - 1, 2)))
     if max(fan_ins) > world - 2 or min(fan_ins) < 1:
         raise ValueError(f"a fan-in must be between 1 and {world - 2} at world {world}")
-    outs = spawn(_van_echo_all, max(world, 3), fan_ins, rounds, backend="gloo", timeout=60,
-                 deadline=60 + 10 * len(fan_ins))
+    if through not in ("app", "gloo"):
+        raise ValueError(f"through must be 'app' or 'gloo', got {through!r}")
+    outs = spawn(app_echo if through == "app" else _van_echo_all, max(world, 3), fan_ins,
+                 rounds, backend="gloo", timeout=60, deadline=60 + 10 * len(fan_ins))
     header, payload, rate = [], [], []
     for i in range(len(fan_ins)):
         cpu = np.sum([o[i] for o in outs], axis=0)  # CPU per message, all ranks taking part

@@ -477,8 +477,10 @@ class _ServerState:
     """What one simulated server shares between its per-worker handlers."""
 
     def __init__(self, env: simpy.Environment, spec: PSSpec, server: int,
-                 events: list[tuple[float, str, int, tuple[tuple[int, int], ...]]]) -> None:
+                 events: list[tuple[float, str, int, tuple[tuple[int, int], ...]]],
+                 anysource: AnySource) -> None:
         self.env, self.spec, self.server, self.events = env, spec, server, events
+        self.anysource = anysource
         self.thread = simpy.Resource(env, capacity=1)  # the van's one receiving thread
         self.clock = [0] * spec.workers
         self.arrived = [0] * spec.iterations  # BSP pushes per iteration
@@ -517,22 +519,62 @@ def _transfer(comm: SimComm, cpu: CpuPool, dst: int, nbytes: int, tag: int,
     yield from comm.send(dst, nbytes, tag)
 
 
+class AnySource:
+    """The handshake of a header sent to a receive *from any source* over gloo, per pair.
+
+    gloo's sends are receiver-driven: a sender announces its message (send-ready notice), and
+    a receive from any source takes the first announced sender once the receiving thread posts
+    it, tells that sender to go (recv-ready), and only then do the bytes move. Both notices
+    are handled by gloo's own loop threads, not the van's; together they cost
+    ``PSCosts.anysource_s`` (measured by ping-pong: a receive from any source against a named
+    one, :func:`lab.parameter_server.measure_anysource`). So a header to a node whose receiving
+    thread is busy waits, unsent, until the thread is free: it is not in flight.
+    """
+
+    def __init__(self, env: simpy.Environment) -> None:
+        self.env = env
+        self._stores: dict[tuple[str, int, int, int], simpy.Store] = {}
+
+    def _store(self, kind: str, src: int, dst: int, tag: int) -> simpy.Store:
+        key = (kind, src, dst, tag)
+        if key not in self._stores:
+            self._stores[key] = simpy.Store(self.env)
+        return self._stores[key]
+
+    def announce(self, src: int, dst: int, tag: int) -> Any:
+        """The sender announces its next header; returns the event of being told to go."""
+        self._store("ready", src, dst, tag).put(True)
+        return self._store("go", src, dst, tag).get()
+
+    def announced(self, src: int, dst: int, tag: int) -> Any:
+        """The event of ``src``'s next header being announced to ``dst``."""
+        return self._store("ready", src, dst, tag).get()
+
+    def go(self, src: int, dst: int, tag: int) -> None:
+        """``dst``'s receiving thread takes ``src``'s announced header."""
+        self._store("go", src, dst, tag).put(True)
+
+
 def _send(comm: SimComm, cpu: CpuPool, dst: int, parts: list[int], tag: int,
           costs: PSCosts, van: VanLink | None = None, fan_in: int = 1,
-          rendezvous: bool = True) -> SimGen:
-    """Send one PS message as the van does: code it, send the header (to a receive posted in
-    advance, from any source: ``anysource_s`` more), then each payload once the receiver says
-    it has posted the receive for it (gloo's sends are a rendezvous: a send completes only
-    after the matching receive exists, and the receiver posts it only after reading the
-    header). With a measured :class:`VanLink` (``fan_in``: peers sending to ``dst``) the
-    rendezvous is in its costs: the ready signal then travels on the zero-cost cluster.
-    Without ``rendezvous`` (PS-Lite's ZeroMQ van queues what it sends) every part is handed
-    to the network and the sender goes on at once."""
+          rendezvous: bool = True, anysource: AnySource | None = None) -> SimGen:
+    """Send one PS message as the van does over gloo: code it, then every part is a
+    rendezvous (gloo's sends are receiver-driven: a part moves only once the receiver has
+    posted its receive). The header goes to a receive from any source (:class:`AnySource`):
+    it waits until the receiving thread of ``dst`` is free and takes it, then pays the
+    handshake's ``anysource_s``; each payload waits until the receiver, having read the
+    header, says it has posted the receive for it. With a measured :class:`VanLink`
+    (``fan_in``: peers sending to ``dst``) the handshakes are in its costs: the ready signal
+    then travels on the zero-cost cluster. Without ``rendezvous`` (PS-Lite's ZeroMQ van
+    queues what it sends) every part is handed to the network and the sender goes on at
+    once."""
     yield from cpu.run(costs.message_s)
     if not rendezvous:
         for nbytes in parts:
             comm.isend(dst, nbytes, tag)
         return
+    if anysource is not None:
+        yield anysource.announce(comm.rank, dst, tag)
     if costs.anysource_s:
         yield comm.env.timeout(costs.anysource_s)
     yield from _transfer(comm, cpu, dst, parts[0], tag, van, True, fan_in)
@@ -560,10 +602,16 @@ def _server_handler(comm: SimComm, cpu: CpuPool, st: _ServerState, worker: int) 
     node = 1 + spec.servers + worker
     for kind, t, n in _requests(spec, worker, st.server):
         req = message_nbytes(n, n if kind == "push" else 0, spec.dense)
-        yield comm.irecv(node, req[0], REQUEST_TAG).wait()
+        if spec.rendezvous:
+            yield st.anysource.announced(node, comm.rank, REQUEST_TAG)
+        else:
+            yield comm.irecv(node, req[0], REQUEST_TAG).wait()
         with st.thread.request() as hold:
             yield hold
             start = comm.now
+            if spec.rendezvous:  # the receive from any source takes this worker's header
+                st.anysource.go(node, comm.rank, REQUEST_TAG)
+                yield from comm.recv(node, req[0], REQUEST_TAG)
             yield from _recv(comm, cpu, node, req, REQUEST_TAG, c, False, spec.rendezvous)
             if kind == "clock":
                 need = required_clock(spec.consistency, t, spec.tau) or 0
@@ -600,7 +648,7 @@ def _server_handler(comm: SimComm, cpu: CpuPool, st: _ServerState, worker: int) 
             parts = message_nbytes(0, vals, spec.dense)
             st.sent += sum(parts)
             yield from _send(comm, cpu, node, parts, RESPONSE_TAG, c, spec.van,
-                             spec.servers, spec.rendezvous)
+                             spec.servers, spec.rendezvous, st.anysource)
             st.busy_s += comm.now - start
 
 
@@ -613,6 +661,7 @@ def _worker(comm: SimComm, cpu: CpuPool, spec: PSSpec, worker: int,
     inbox: dict[tuple[str, int, int], simpy.Event] = {}
 
     thread = simpy.Resource(comm.env, capacity=1)  # the worker van's one receiving thread
+    anysource = clocks[0].anysource
 
     def receiver(server: int) -> SimGen:
         """The worker's receiving thread, as far as one server's responses go: it takes
@@ -620,9 +669,15 @@ def _worker(comm: SimComm, cpu: CpuPool, spec: PSSpec, worker: int,
         time."""
         for kind, t, n in _requests(spec, worker, server):
             parts = message_nbytes(0, n if kind == "pull" else 0, spec.dense)
-            yield comm.irecv(1 + server, parts[0], RESPONSE_TAG).wait()
+            if spec.rendezvous:
+                yield anysource.announced(1 + server, comm.rank, RESPONSE_TAG)
+            else:
+                yield comm.irecv(1 + server, parts[0], RESPONSE_TAG).wait()
             with thread.request() as hold:
                 yield hold
+                if spec.rendezvous:
+                    anysource.go(1 + server, comm.rank, RESPONSE_TAG)
+                    yield from comm.recv(1 + server, parts[0], RESPONSE_TAG)
                 yield from _recv(comm, cpu, 1 + server, parts, RESPONSE_TAG, c, False,
                                  spec.rendezvous)
             inbox.setdefault((kind, t, server), comm.env.event()).succeed(clocks[server].min_clock)
@@ -643,8 +698,7 @@ def _worker(comm: SimComm, cpu: CpuPool, spec: PSSpec, worker: int,
             t0 = comm.now
             for s in range(S):
                 yield from _send(comm, cpu, 1 + s, message_nbytes(0, 0, spec.dense),
-                                 REQUEST_TAG, c, spec.van, W,
-                                 spec.rendezvous)
+                                 REQUEST_TAG, c, spec.van, W, spec.rendezvous, anysource)
             yield from answered("clock", t, list(range(S)))
             comm.span("wait", f"clock {need}", t0)
             wait[t] += comm.now - t0
@@ -653,8 +707,7 @@ def _worker(comm: SimComm, cpu: CpuPool, spec: PSSpec, worker: int,
         for s in pulled:
             yield from _send(comm, cpu, 1 + s,
                              message_nbytes(int(spec.slices[t, worker, s]), 0, spec.dense),
-                             REQUEST_TAG, c, spec.van, W,
-                                 spec.rendezvous)
+                             REQUEST_TAG, c, spec.van, W, spec.rendezvous, anysource)
         clock = yield from answered("pull", t, pulled)
         comm.span("pull", f"pull {t}", t0)
         staleness[t] = t - clock
@@ -667,7 +720,7 @@ def _worker(comm: SimComm, cpu: CpuPool, spec: PSSpec, worker: int,
         for s in range(S):
             n = int(spec.slices[t, worker, s])
             yield from _send(comm, cpu, 1 + s, message_nbytes(n, n, spec.dense), REQUEST_TAG, c,
-                             spec.van, W, spec.rendezvous)
+                             spec.van, W, spec.rendezvous, anysource)
         if spec.consistency == "bsp":
             t1 = comm.now
             yield from answered("push", t, list(range(S)))
@@ -683,13 +736,15 @@ class Host:
 
     def __init__(self) -> None:
         self.cpu: CpuPool | None = None
+        self.anysource: AnySource | None = None
         self.servers: list[_ServerState] = []
         self.events: list[tuple[float, str, int, tuple[tuple[int, int], ...]]] = []
 
     def setup(self, env: simpy.Environment, spec: PSSpec) -> tuple[CpuPool, list[_ServerState]]:
         if self.cpu is None:
             self.cpu = CpuPool(env, spec.cores)
-            self.servers = [_ServerState(env, spec, s, self.events)
+            self.anysource = AnySource(env)
+            self.servers = [_ServerState(env, spec, s, self.events, self.anysource)
                             for s in range(spec.servers)]
         return self.cpu, self.servers
 
