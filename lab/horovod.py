@@ -112,6 +112,9 @@ class Primitives:
         busy_latency_s: the same while every rank's main thread multiplies matrices, s.
         interference: compute and communication speeds while both run (:func:`lab.ddp.
             interference`), or ``None``.
+        ring_step_s: one step of a ring of tiny messages among all ranks, every rank sending
+            to its left neighbour and waiting for its right one's, back to back — the mean
+            (:func:`ring_step_s`; 0: not measured), s.
     """
 
     workload: Workload
@@ -120,6 +123,7 @@ class Primitives:
     small_latency_s: float
     busy_latency_s: float
     interference: Interference | None
+    ring_step_s: float = 0.0
 
 
 def profile(widths: Sequence[int], batch: int, copies: int = 1, repeats: int = 10) -> tuple[
@@ -150,7 +154,8 @@ def measure_primitives(widths: Sequence[int], batch: int, world: int, cores: int
     workload, optimizer_s = profile(widths, batch, copies, repeats)
     idle, busy = small_message_latency_s(world, repeats=max(3, repeats // 2))
     return Primitives(workload, optimizer_s, copies, idle, busy,
-                      measure_interference(world) if interference and world > 1 else None)
+                      measure_interference(world) if interference and world > 1 else None,
+                      ring_step_s(world, repeats=max(3, repeats)))
 
 
 def settings(fusion_threshold_mb: float, cycle_time_ms: float, world: int) -> HorovodSettings:
@@ -258,6 +263,43 @@ def small_message_latency_s(world: int, rounds: int = 100, repeats: int = 5
     return float(idle), float(busy)
 
 
+RING_STEP_COUNT = 16
+"""Dependent ring steps per timed call of :func:`ring_step_s`."""
+
+
+def _ring_steps_rank(count: int, repeats: int) -> float:
+    """Rank function: the mean time of one of ``count`` back-to-back ring steps of
+    :data:`lab.tensor_parallel.WAIT_BYTES` (:func:`lab.tensor_parallel.ring_steps`, no
+    compute), the slowest rank's, over ``repeats`` barrier-aligned calls, s."""
+    import torch
+
+    from backends.measure import measure
+    from lab.tensor_parallel import ring_steps
+
+    torch.set_num_threads(1)
+    timing = measure(ring_steps(count=count, compute=False), repeats=repeats, inner=1)
+    return statistics.mean(timing.samples_s) / count
+
+
+def ring_step_s(world: int, count: int = RING_STEP_COUNT, repeats: int = 10) -> float:
+    """What one wait of a tiny ring all-reduce costs with the main threads idle, s: a step of
+    a ring of 4 KiB messages among all ``world`` ranks (each sends to its left neighbour and
+    blocks until its right one's arrives, :func:`lab.tensor_parallel.ring_steps`), the *mean*
+    of back-to-back steps — a point-to-point primitive.
+
+    A tiny all-reduce (a bias's 4 KiB, the negotiation's bit vector) is a chain of such
+    waits — gloo's worker thread sleeps on every segment and is woken when it arrives
+    (:func:`simulator.ddp.waited_gloo_all_reduce`) — and on this 2-core VM a wait is
+    bimodal: mostly 0.1–0.3 ms, sometimes a scheduler tick (4 ms). A step holds many of them,
+    so it pays their mean (0.3 ms a step at 2 ranks, 0.5 at 4)."""
+    from backends.launch import spawn
+
+    if world < 2:
+        return 0.0
+    return float(statistics.median(spawn(_ring_steps_rank, world, count, repeats,
+                                         timeout=120)))
+
+
 def costs(entry: CalibrationEntry, world: int, primitives: Primitives) -> HorovodCosts:
     """The engine's costs on the calibrated machine.
 
@@ -273,15 +315,19 @@ def costs(entry: CalibrationEntry, world: int, primitives: Primitives) -> Horovo
       (``chain_latency_s``: up to 1.8 ms a step at 4 ranks on 2 cores, a wait for a time
       slice that gloo's busy threads streaming megabytes do not pay per segment — measured
       alone at 4 ranks, 24 MiB take 36–38 ms, the chain latency would predict 49–58);
-    * smaller ones and the negotiation's bit vector (:func:`negotiation_bytes`) —
-      latency-bound — on the calibrated cluster with the chain latencies (every step of a
-      tiny ring all-reduce is a step of that chain: all ``p`` ranks exchange tiny messages,
-      each waiting for the last), or with every message paying
-      :attr:`Primitives.busy_latency_s` while the main threads compute;
+    * smaller ones and the negotiation's bit vector (:func:`negotiation_bytes`, int64
+      words) — latency-bound — as a chain of waits, one per segment received
+      (:func:`simulator.ddp.waited_gloo_all_reduce`), each costing the mean ring step of
+      :attr:`Primitives.ring_step_s` (measured alone at 4 KiB: 1.5 ms at 2 ranks, 5.4 at 4;
+      4 and 12 waits of 0.34 and 0.48 ms); while the main threads compute, gloo's ring with
+      every message paying :attr:`Primitives.busy_latency_s`. Not measured
+      (``ring_step_s`` 0): gloo's ring on the calibrated cluster with its chain latencies;
     * the copy rate for the fusion buffer and the averaging pass; the measured SGD step.
 
     A latency of 0 means "not measured": the calibrated cluster prices everything."""
     from lab.calibrate import EXCHANGE_MIN_BYTES
+    from lab.tensor_parallel import WAIT_BYTES
+    from simulator.ddp import gloo_ring_all_reduce, waited_gloo_all_reduce
 
     def with_latency(latency_s: float) -> Cluster:
         return Cluster.from_calibration(replace(entry, latency_s=latency_s,
@@ -294,12 +340,16 @@ def costs(entry: CalibrationEntry, world: int, primitives: Primitives) -> Horovo
     optimizer_Bps = primitives.workload.param_bytes / max(primitives.optimizer_s, 1e-12)
     if world < 2 or primitives.small_latency_s <= 0:
         return HorovodCosts.on(cluster, negotiation_bytes(tensors), optimizer_Bps=optimizer_Bps)
+    if primitives.ring_step_s > 0:  # each wait of a tiny all-reduce: a ring step's mean
+        wait = max(primitives.ring_step_s - WAIT_BYTES / entry.bandwidth_Bps, 0.0)
+        small, program = with_latency(wait), waited_gloo_all_reduce
+    else:
+        small, program = Cluster.from_calibration(entry, world_size=world), gloo_ring_all_reduce
     return HorovodCosts.on(
-        cluster, negotiation_bytes(tensors),
-        small_cluster=Cluster.from_calibration(entry, world_size=world),
+        cluster, negotiation_bytes(tensors), small_cluster=small,
         small_busy_cluster=with_latency(max(primitives.busy_latency_s,
                                             primitives.small_latency_s)),
-        small_bytes=EXCHANGE_MIN_BYTES, optimizer_Bps=optimizer_Bps)
+        small_bytes=EXCHANGE_MIN_BYTES, small_program=program, optimizer_Bps=optimizer_Bps)
 
 
 # ---- the launcher's start-up -----------------------------------------------------------------

@@ -42,7 +42,7 @@ import simpy
 from simulator.core.comm import SimComm, SimGen, run_spmd
 from simulator.core.engine import Trace
 from simulator.core.hardware import Cluster
-from simulator.ddp import CoreShare, Interference, Workload, all_reduce_time
+from simulator.ddp import CoreShare, Interference, Workload, gloo_ring_all_reduce
 from simulator.horovod.fusion import Response, fuse_responses
 
 MiB = 2**20
@@ -52,6 +52,13 @@ DEFAULT_CYCLE_TIME_S = 1e-3
 """``HOROVOD_CYCLE_TIME``'s default in recent releases, 1 ms (5 ms in the first ones)."""
 CACHE_CAPACITY = 1024
 """``HOROVOD_CACHE_CAPACITY``'s default: bits in the negotiation's bit vector."""
+
+
+AllReduceProgram = Callable[..., SimGen]
+"""A rank program ``(comm, nbytes, itemsize)`` that all-reduces ``nbytes`` (e.g.
+:func:`simulator.ddp.gloo_ring_all_reduce`, :func:`simulator.ddp.waited_gloo_all_reduce`)."""
+NEGOTIATION_ITEMSIZE = 8
+"""The negotiation's bit vector is int64 words: gloo cuts it into 8-byte elements."""
 
 
 @dataclass(frozen=True)
@@ -132,37 +139,45 @@ class HorovodCosts:
     @classmethod
     def on(cls, cluster: Cluster, negotiation_bytes: int = CACHE_CAPACITY // 8,
            small_cluster: Cluster | None = None, small_busy_cluster: Cluster | None = None,
-           small_bytes: int = 0, **overrides: float) -> HorovodCosts:
+           small_bytes: int = 0, small_program: AllReduceProgram = gloo_ring_all_reduce,
+           small_busy_program: AllReduceProgram = gloo_ring_all_reduce,
+           **overrides: float) -> HorovodCosts:
         """The costs on ``cluster``: gloo's ring all-reduce (:func:`simulator.ddp.
-        all_reduce_time`, memoised per size) for the fused responses; the same program on
-        ``small_cluster`` (default: ``cluster``) for the bit vector (``negotiation_bytes``)
-        and for all-reduces under ``small_bytes``, and on ``small_busy_cluster`` for both
-        while the main threads compute; the device's copy rate for the fusion buffer and for
-        the averaging pass (one read and one write per byte, like a copy) and its reduction
-        rate for the optimizer (SGD, ``p −= lr·g``: one pass)."""
+        gloo_ring_all_reduce`, memoised per size) for the fused responses; ``small_program``
+        (default the same) on ``small_cluster`` (default: ``cluster``) for the bit vector
+        (``negotiation_bytes`` of int64 words) and for all-reduces under ``small_bytes``, and
+        ``small_busy_program`` on ``small_busy_cluster`` for both while the main threads
+        compute; the device's copy rate for the fusion buffer and for the averaging pass
+        (one read and one write per byte, like a copy) and its reduction rate for the
+        optimizer (SGD, ``p −= lr·g``: one pass)."""
         dev = cluster.devices[0]
-        small = _all_reduce_memo(small_cluster or cluster)
+        small = _all_reduce_memo(small_cluster or cluster, small_program)
+        words = _all_reduce_memo(small_cluster or cluster, small_program, NEGOTIATION_ITEMSIZE)
         values: dict[str, Any] = {
-            "negotiation_s": small(negotiation_bytes), "memcpy_Bps": dev.memcpy_Bps,
+            "negotiation_s": words(negotiation_bytes), "memcpy_Bps": dev.memcpy_Bps,
             "scale_Bps": dev.memcpy_Bps, "optimizer_Bps": dev.reduce_Bps,
             "small_bytes": small_bytes, "small_all_reduce_s": small}
         if small_busy_cluster is not None:
-            busy = _all_reduce_memo(small_busy_cluster)
-            values["negotiation_busy_s"] = busy(negotiation_bytes)
+            busy = _all_reduce_memo(small_busy_cluster, small_busy_program)
+            values["negotiation_busy_s"] = _all_reduce_memo(
+                small_busy_cluster, small_busy_program, NEGOTIATION_ITEMSIZE)(negotiation_bytes)
             values["small_all_reduce_busy_s"] = busy
         values.update(overrides)
         return cls(_all_reduce_memo(cluster), **values)
 
 
-def _all_reduce_memo(cluster: Cluster) -> Callable[[int], float]:
-    """:func:`simulator.ddp.all_reduce_time` on ``cluster``, memoised per size (0 alone)."""
+def _all_reduce_memo(cluster: Cluster, program: AllReduceProgram = gloo_ring_all_reduce,
+                     itemsize: int = 4) -> Callable[[int], float]:
+    """The makespan of ``program`` all-reducing ``n`` bytes alone on ``cluster``, memoised
+    per size (0 on one rank), s."""
     memo: dict[int, float] = {}
 
     def all_reduce_s(nbytes: int) -> float:
         if cluster.world_size == 1:
             return 0.0
         if nbytes not in memo:
-            memo[nbytes] = all_reduce_time(cluster, nbytes)
+            memo[nbytes] = run_spmd(cluster, program, nbytes, itemsize,
+                                    trace=False).makespan_s
         return memo[nbytes]
 
     return all_reduce_s

@@ -101,6 +101,14 @@ def test_primitives_are_measured(primitives):
     assert all(x.forward_s > 0 and x.backward_s > 0 for x in primitives.workload.layers)
     assert primitives.optimizer_s > 0 and primitives.copies == 2
     assert 0 < primitives.small_latency_s < 0.1 and 0 < primitives.busy_latency_s < 0.1
+    assert 0 < primitives.ring_step_s < 0.1
+
+
+def test_tiny_all_reduces_cost_a_ring_step_per_wait(primitives):
+    # a 4 KiB all-reduce at 2 ranks: 4 segments per rank received, each a ring step's wait
+    costs = horovod.costs(FAKE, 2, primitives)
+    seconds, latency_bound = costs.all_reduce(4096, busy=False)
+    assert latency_bound and seconds == pytest.approx(4 * primitives.ring_step_s, rel=0.05)
 
 
 def test_sweep_puts_prediction_beside_measurement(primitives):
