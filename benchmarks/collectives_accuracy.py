@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/collectives_accuracy.py [--out benchmarks/results] [--repeats 15]
         [--twins …] [--worlds 2 4] [--calibration FILE] [--method sustained|single]
+        [--chain rounds|calibration]
 
 Calibrates worlds 2 and 4 into a fresh file (primitives only: ping-pong sweep, concurrent
 exchanges, chains of dependent exchanges, reduction, copy, matmul; kept as
@@ -12,7 +13,13 @@ over 64 KiB–16 MiB.
 ``--method sustained`` (the default): one launch per world, every algorithm and size
 interleaved in the same rounds, each repeat running its operation back to back for ~20 ms and
 taking the time per call, the median over repeats reported (:func:`lab.compare.measure_sustained`,
-nccl-tests' way). ``--method single``: one launch per algorithm and world, single calls timed
+nccl-tests' way). With ``--chain rounds`` (the default) the primitive that prices a woken
+rank's wait, the chain of dependent exchanges, is timed again in those same rounds, the same
+way, and the predictions use it (the entry so changed is kept as
+``OUT/collectives_calibration_rounds.json``): on this host how often a woken rank waits a
+scheduler tick comes and goes in spells, and a primitive measured minutes earlier misses them.
+``--chain calibration`` predicts from the calibration's own chain.
+``--method single``: one launch per algorithm and world, single calls timed
 between barriers, PyTorch's built-in timed side by side (:func:`lab.compare.compare`).
 Writes every point (prediction, measured median/p10/p90, error, busbw) to
 ``collectives_accuracy.json``/``.csv`` and prints the median |relative error| per twin and world.
@@ -51,6 +58,8 @@ def main() -> None:
     parser.add_argument("--calibration", type=Path, default=None,
                         help="reuse this calibration file (default: calibrate afresh)")
     parser.add_argument("--method", choices=("sustained", "single"), default="sustained")
+    parser.add_argument("--chain", choices=("rounds", "calibration"), default="rounds",
+                        help="sustained: time the chain primitive in the measuring rounds")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         cal = args.calibration or Path(tmp) / "calibration.json"
@@ -60,7 +69,12 @@ def main() -> None:
             args.out.mkdir(parents=True, exist_ok=True)
             shutil.copy(cal, args.out / "collectives_calibration.json")
         if args.method == "sustained":
-            records = compare_sustained(args.twins, args.worlds, SIZES, args.repeats, cal)
+            rounds = Path(tmp) / "rounds.json" if args.chain == "rounds" else None
+            records = compare_sustained(args.twins, args.worlds, SIZES, args.repeats, cal,
+                                        chain_calibration=rounds)
+            if rounds is not None:
+                args.out.mkdir(parents=True, exist_ok=True)
+                shutil.copy(rounds, args.out / "collectives_calibration_rounds.json")
         else:
             records = [r for name in args.twins for world in args.worlds
                        for r in compare(get_twin(name), [world], SIZES, args.repeats, cal,

@@ -124,7 +124,7 @@ CHAIN_STEPS = 50
 mean, which takes in the occasional wait for a time slice as often as it happens."""
 
 
-def _chain(k: int, send: Any, recv: Any) -> None:
+def chain_step(k: int, send: Any, recv: Any) -> None:
     """One step of the chain among ranks ``0 … k−1``: send right, receive from the left, wait
     for both (ranks ``≥ k`` stay out)."""
     import torch.distributed as dist
@@ -207,7 +207,7 @@ def measure_primitives(sizes: Sequence[int], repeats: int, shift: bool = False,
 
     token, slot = torch.zeros(CHAIN_BYTES, dtype=torch.uint8), torch.empty(CHAIN_BYTES,
                                                                           dtype=torch.uint8)
-    chain = measure_many([functools.partial(_chain, k, token, slot)
+    chain = measure_many([functools.partial(chain_step, k, token, slot)
                           for k in range(2, world + 1)], repeats=repeats, inner=CHAIN_STEPS)
 
     send_return_s = 0.0

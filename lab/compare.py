@@ -121,7 +121,8 @@ SUSTAINED_REPEAT_S = 0.02
 
 
 def measure_sustained(points: Sequence[tuple[str, int]], repeats: int,
-                      repeat_s: float = SUSTAINED_REPEAT_S) -> list[dict[str, Any]]:
+                      repeat_s: float = SUSTAINED_REPEAT_S,
+                      chain: bool = False) -> list[dict[str, Any]]:
     """Rank function: each ``(twin name, nbytes)`` point timed as nccl-tests times it.
 
     A repeat runs the operation back to back for about ``repeat_s`` seconds (at least once)
@@ -133,15 +134,30 @@ def measure_sustained(points: Sequence[tuple[str, int]], repeats: int,
     swings with how often that happens; the time per call over many calls takes the waits in
     as often as they occur, which is what the simulator's calibrated step latency
     (:mod:`lab.calibrate`'s chain of dependent exchanges, timed the same way) predicts.
+
+    ``chain``: also time one step of the chain of dependent exchanges among ``k = 2 … p``
+    ranks (:func:`lab.calibrate.chain_step`), the same way and in the same rounds; its rows
+    follow the points' (``{"chain_k": k, "median_s": …}``). How often a woken rank waits a
+    tick comes and goes in spells of a fraction of a second to minutes on this host: a
+    primitive measured in the same rounds sees the same spells as the algorithms.
     """
+    import functools
     import math
 
+    import torch
+    import torch.distributed as dist
+
     from backends.measure import measure, measure_many
+    from lab.calibrate import CHAIN_BYTES, chain_step
 
     twins = {name: get_twin(name) for name, _ in points}
     for twin in twins.values():
         twin.check(min(n for name, n in points if name == twin.name))
     steps = [twins[name].real_step(nbytes, None) for name, nbytes in points]
+    chains = list(range(2, dist.get_world_size() + 1)) if chain else []
+    token, slot = (torch.zeros(CHAIN_BYTES, dtype=torch.uint8),
+                   torch.empty(CHAIN_BYTES, dtype=torch.uint8))
+    steps += [functools.partial(chain_step, k, token, slot) for k in chains]
     calls = [max(1, math.ceil(repeat_s / measure(step, repeats=3, inner=1).median_s))
              for step in steps]
 
@@ -153,8 +169,11 @@ def measure_sustained(points: Sequence[tuple[str, int]], repeats: int,
 
     timings = measure_many([looped(s, k) for s, k in zip(steps, calls, strict=True)],
                            repeats=repeats, inner=1)
-    return [{"median_s": t.median_s / k, "p10_s": t.p10_s / k, "p90_s": t.p90_s / k,
+    rows = [{"median_s": t.median_s / k, "p10_s": t.p10_s / k, "p90_s": t.p90_s / k,
              "calls": k} for t, k in zip(timings, calls, strict=True)]
+    for row, k in zip(rows[len(points):], chains, strict=True):
+        row["chain_k"] = k
+    return rows
 
 
 def trace_twin(name: str, nbytes: int) -> list[dict[str, Any]]:
@@ -244,10 +263,19 @@ def compare(twin: Twin, worlds: Sequence[int], sizes: Sequence[int], repeats: in
 
 def compare_sustained(names: Sequence[str], worlds: Sequence[int], sizes: Sequence[int],
                       repeats: int = 15, calibration: str | Path | None = None,
-                      backend: str = "gloo", timeout: float = 60.0) -> list[Record]:
+                      backend: str = "gloo", timeout: float = 60.0,
+                      chain_calibration: str | Path | None = None) -> list[Record]:
     """Predict and measure every twin × size, one launch per world size, all points
-    interleaved (:func:`measure_sustained`); the records in ``names`` × ``worlds`` order."""
+    interleaved (:func:`measure_sustained`); the records in ``names`` × ``worlds`` order.
+
+    ``chain_calibration``: a calibration file to which each world's entry is copied with its
+    chain of dependent exchanges re-measured in the same rounds as the algorithms (the
+    ``chain`` of :func:`measure_sustained`); the predictions then use that entry. ``None``:
+    the predictions use ``calibration`` as it is."""
+    from dataclasses import replace
+
     from backends.launch import spawn
+    from simulator.core.calibration import save_entry
 
     twins = [get_twin(name) for name in names]
     by_point: dict[tuple[str, int, int], Record] = {}
@@ -255,10 +283,17 @@ def compare_sustained(names: Sequence[str], worlds: Sequence[int], sizes: Sequen
         for twin in twins:
             _check_world(twin, world)
         points = [(twin.name, nbytes) for twin in twins for nbytes in sizes]
-        measured = spawn(measure_sustained, world, points, repeats, backend=backend,
-                         timeout=timeout)[0]
+        chain = chain_calibration is not None
+        measured = spawn(measure_sustained, world, points, repeats, SUSTAINED_REPEAT_S, chain,
+                         backend=backend, timeout=timeout)[0]
+        cal = calibration
+        if chain_calibration is not None:
+            entry = find_entry(world, backend, path=calibration)
+            chain_s = [row["median_s"] for row in measured[len(points):]]
+            save_entry(replace(entry, chain_latency_s=chain_s), chain_calibration)
+            cal = chain_calibration
         for twin in twins:
-            predicted = predict(twin, world, sizes, "local", calibration, backend)
+            predicted = predict(twin, world, sizes, "local", cal, backend)
             for pred in predicted:
                 meas = measured[points.index((twin.name, pred["bytes"]))]
                 by_point[(twin.name, world, pred["bytes"])] = _record(twin, world, pred, meas)

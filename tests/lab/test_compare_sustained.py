@@ -3,7 +3,12 @@
 import pytest
 
 from lab.compare import compare_sustained
-from simulator.core.calibration import CalibrationEntry, save_entry, this_host
+from simulator.core.calibration import (
+    CalibrationEntry,
+    load_calibration,
+    save_entry,
+    this_host,
+)
 
 
 def test_sustained_comparison_measures_every_point_in_one_launch(tmp_path):
@@ -12,7 +17,9 @@ def test_sustained_comparison_measures_every_point_in_one_launch(tmp_path):
                                 bus_bandwidth_Bps=4e9, bus_latency_s=1e-4,
                                 chain_latency_s=[1e-4]), path)
     names, sizes = ["all_gather.ring", "broadcast.binomial"], [2**12, 2**16]
-    records = compare_sustained(names, [2], sizes, repeats=2, calibration=path)
+    rounds = tmp_path / "rounds.json"
+    records = compare_sustained(names, [2], sizes, repeats=2, calibration=path,
+                                chain_calibration=rounds)
     assert [(r.twin, r.world, r.bytes) for r in records] == [
         (name, 2, n) for name in names for n in sizes]
     for r in records:
@@ -20,6 +27,10 @@ def test_sustained_comparison_measures_every_point_in_one_launch(tmp_path):
         assert r.predicted_s > 0
         assert r.rel_error == pytest.approx((r.predicted_s - r.measured_median_s)
                                             / r.measured_median_s)
+    # the chain of dependent exchanges was timed in the same rounds, and predicted from
+    (remeasured,) = load_calibration(rounds).values()
+    assert len(remeasured.chain_latency_s) == 1 and remeasured.chain_latency_s[0] > 0
+    assert remeasured.latency_s == 5e-5  # everything else as calibrated
 
 
 def test_the_simulated_all_gathers_copy_their_input_first_as_the_real_ones_do():
