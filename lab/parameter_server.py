@@ -6,12 +6,13 @@ Prediction needs two kinds of primitives, neither measured on a parameter-server
   shared-bus bandwidth and busy latency of concurrent loopback messages, and the core count;
 * the extra of a receive from any source (:func:`measure_anysource`, ping-pong);
 * or, instead of the calibration's network terms, the van's messages
-  (:func:`measure_van_link`, one launch at the run's world size): a header received from any
-  source, then a payload, echoed by one rank to ``k`` senders (the fan-in a server or worker
+  (:func:`measure_van_link`, one launch at the run's world size): a request and its echo
+  through the lab's own van, customer and app (:func:`app_echo`; or bare gloo sends shaped as
+  the van's, :func:`van_echo`), from ``k`` senders to one node (the fan-in a server or worker
   has), timed as the CPU each message costs — on loopback moving a message is work of the
   host's cores. It counts that work but not a message's wait for a core on an oversubscribed
-  host, which the calibration's busy latency does; on a 2-core machine it predicts too fast
-  (``benchmarks/ps_accuracy.py`` prints both);
+  host; on a 2-core machine it predicts too fast (``benchmarks/ps_accuracy.py --van`` prints
+  both);
 * the code's, measured here on **one process** (:func:`profile_costs`): coding a message
   header, waking a waiting thread, a server handling a push or a pull of ``n`` values (the
   :class:`~backends.parameter_server.KVStore` called directly), and a worker's gradient
@@ -210,7 +211,7 @@ def app_echo(fan_ins: tuple[int, ...], rounds: int = 300,
     from backends.parameter_server.message import Message
     from backends.parameter_server.postoffice import ALL_GROUPS, Postoffice
 
-    po = Postoffice(1, dist_world() - 2, 1, timeout_s=60.0)
+    po = Postoffice(1, _world_size() - 2, 1, timeout_s=60.0)
     app = SimpleApp(0, po)
     answered, cond = [0], threading.Condition()
 
@@ -250,7 +251,7 @@ def app_echo(fan_ins: tuple[int, ...], rounds: int = 300,
     return out
 
 
-def dist_world() -> int:
+def _world_size() -> int:
     """The world size of the default process group."""
     import torch.distributed as dist
 
@@ -453,5 +454,5 @@ def costs_dict(costs: PSCosts) -> dict[str, float]:
     return asdict(costs)
 
 
-__all__ = ["compare", "costs_dict", "measure_anysource", "measure_van_link", "predict",
-           "profile_compute", "profile_costs", "spec_for", "van_echo"]
+__all__ = ["app_echo", "compare", "costs_dict", "measure_anysource", "measure_van_link",
+           "predict", "profile_compute", "profile_costs", "spec_for", "van_echo"]

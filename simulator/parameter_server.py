@@ -268,8 +268,9 @@ class PSCosts:
         message_s: a message's header coded and decoded and its tensors allocated, per
             message, on each side.
         anysource_s: what a header costs more than a plain message because the receiving
-            thread takes it *from any source* (gloo's ``recvAnysource`` first tells every
-            possible sender it is ready); measured by ping-pong, not on a PS run.
+            thread takes it *from any source*: gloo's handshake, the sender's send-ready
+            notice and the receiver's recv-ready answer (:class:`AnySource`); measured by
+            ping-pong, not on a PS run.
         wakeup_s: a waiting thread woken by another (a response handed to the app).
         push_s, push_per_value_s: a server handling a push: fixed and per value.
         pull_s, pull_per_value_s: a server handling a pull.

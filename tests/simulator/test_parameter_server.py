@@ -9,6 +9,7 @@ import pytest
 
 from simulator.core import Cluster, Device, Link, Topology
 from simulator.parameter_server import (
+    AnySource,
     PSConfigError,
     PSCosts,
     PSSpec,
@@ -50,6 +51,32 @@ def test_bsp_iteration_is_pull_compute_push_on_an_idle_network():
     tl, _ = simulate(cluster(3, bw, alpha), spec(1, 1, keys=n))
     bulk = 1e-3 + 2 * (2 * 4 * n / bw)  # compute; 2 transfers, each over 2 links of a switch
     assert bulk < tl.time_per_iteration_s() < bulk + 8 * (2 * alpha) + 1e-6
+
+
+def test_a_header_to_a_busy_receiving_thread_waits_to_be_taken():
+    # gloo's receive from any source: the sender announces its header and may send it only
+    # once the receiving thread, free again, takes it; two announced senders go in turn.
+    import simpy
+
+    env = simpy.Environment()
+    hs, went = AnySource(env), []
+
+    def sender(src):
+        yield hs.announce(src, 1, 31)
+        went.append((src, env.now))
+
+    def receiving_thread():
+        yield env.timeout(3.0)  # busy with an earlier message
+        for src in (5, 6):
+            yield hs.announced(src, 1, 31)
+            hs.go(src, 1, 31)
+            yield env.timeout(2.0)  # handling it
+
+    for src in (5, 6):
+        env.process(sender(src))
+    env.process(receiving_thread())
+    env.run()
+    assert went == [(5, 3.0), (6, 5.0)]
 
 
 def test_more_servers_relieve_the_server_nic():
