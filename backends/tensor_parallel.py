@@ -37,7 +37,7 @@ Units: sizes in elements; nothing here is timed (``benchmarks/tensor_parallel_ac
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -127,10 +127,25 @@ class ProfileGroup:
     compute: sizes and ranks are the real group's, every collective is replaced by a local
     copy of the right shape (numbers are not meaningful) and logged in :attr:`log` as
     ``(kind, group, bytes, entered_s, left_s)`` (``time.perf_counter``), so the compute
-    between collectives can be timed (:func:`profile_ops`)."""
+    between collectives can be timed (:func:`lab.tensor_parallel.profile_ops`).
 
-    def __init__(self, size: int, rank: int, name: str, log: list[tuple[Any, ...]]) -> None:
+    ``wait``: called first in every stand-in collective (inside the logged span), e.g. one
+    blocking exchange of a tiny message with another profiling process — so that the
+    compute after each collective is timed as it runs in a real step, right after the
+    thread slept in a blocking wait (``lab.tensor_parallel.wait_step``)."""
+
+    def __init__(self, size: int, rank: int, name: str, log: list[tuple[Any, ...]],
+                 wait: Callable[[], None] | None = None) -> None:
         self.size, self.rank, self.name, self.log = size, rank, name, log
+        self.wait = wait
+
+    def enter(self) -> float:
+        """Start of a stand-in collective: its entry time (s, ``perf_counter``), then the
+        wait if there is one."""
+        now = time.perf_counter()
+        if self.wait is not None:
+            self.wait()
+        return now
 
 
 def _size(group: Group) -> int:
@@ -150,8 +165,9 @@ def _all_reduce_(x: torch.Tensor, group: Group, op: Any = None) -> None:
     if _size(group) == 1:
         return
     if isinstance(group, ProfileGroup):
-        now = time.perf_counter()
-        group.log.append(("all_reduce", group.name, x.numel() * x.element_size(), now, now))
+        start = group.enter()
+        group.log.append(("all_reduce", group.name, x.numel() * x.element_size(), start,
+                          time.perf_counter()))
         return
     dist.all_reduce(x, op=op or dist.ReduceOp.SUM, group=group)
 
@@ -170,7 +186,7 @@ def _all_gather(x: torch.Tensor, dim: int, group: Group) -> torch.Tensor:
     if t == 1:
         return x
     if isinstance(group, ProfileGroup):
-        start = time.perf_counter()
+        start = group.enter()
         out = torch.cat([x] * t, dim=dim)
         group.log.append(("all_gather", group.name, out.numel() * out.element_size(), start,
                           time.perf_counter()))
@@ -201,7 +217,7 @@ def _reduce_scatter(x: torch.Tensor, group: Group) -> torch.Tensor:
     x = x.contiguous()
     out = torch.empty((x.shape[0] // t, *x.shape[1:]), dtype=x.dtype)
     if isinstance(group, ProfileGroup):
-        start = time.perf_counter()
+        start = group.enter()
         out.copy_(x[: out.shape[0]])
         group.log.append(("reduce_scatter", group.name, x.numel() * x.element_size(), start,
                           time.perf_counter()))

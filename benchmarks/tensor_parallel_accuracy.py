@@ -13,8 +13,10 @@ For the chapter's small GPT (2 layers, h = 32, 4 heads, vocabulary 64, sequence 
 
 * **predicted** — :func:`lab.tensor_parallel.predict`: a rank's step profiled with its
   collectives stood in (compute between collectives, :func:`lab.tensor_parallel.profile_ops`;
-  by default on ``min(world, cores)`` processes profiling at once,
-  :func:`lab.tensor_parallel.profile_together_rank`; ``--profile alone``: one) replayed on this
+  by default on ``min(world, cores)`` processes profiling at once, each piece of compute
+  timed right after a blocking wait as in a real step,
+  :func:`lab.tensor_parallel.profile_together_rank`; ``--profile together``: back to back;
+  ``--profile alone``: one process, back to back) replayed on this
   machine's calibrated cluster (``Cluster.local``; ``distml-lab calibrate --world N`` first),
   the ranks sharing the host's cores (:class:`simulator.core.cores.CorePool`);
 * **measured** — :class:`backends.tensor_parallel.ParallelGPT` trained on real processes,
@@ -92,19 +94,26 @@ def _collectives(point: GridPoint, ops: Any) -> int:
 
 
 def run_world(world: int, repeats: int, profile_repeats: int, cores: int,
-              together: bool = True) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+              profile: str = "rounds", steps: int = 3, slowest: bool = True,
+              statistic: str = "mean") -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Profile, predict and measure every grid of ``world`` ranks; the MLP speed ratio."""
     points = grid_points(world)
+    fields = [point_fields(p) for p in points]
     torch.set_num_threads(1)  # the ranks run single-threaded (OMP_NUM_THREADS=1)
-    if together:  # the profile taken with min(world, cores) copies computing at once
-        got = spawn(profile_together_rank, min(world, cores),
-                    [point_fields(p) for p in points], profile_repeats, timeout=120)[0]
-        profiles = {p.name: ops for p, ops in zip(points, got, strict=True)}
+    copies = min(world, cores)
+    if profile == "rounds":  # in the measurement's own rounds (measure_rank)
+        got_all = spawn(measure_rank, world, fields, repeats, steps, copies, slowest,
+                        statistic, timeout=120)[0]
+        profiles = {p.name: ops for p, ops in zip(points, got_all["profiles"], strict=True)}
     else:
-        profiles = {p.name: profile_ops(p, profile_repeats) if p.p == 1
-                    else profile_stages(p, profile_repeats) for p in points}
-    got_all = spawn(measure_rank, world, [point_fields(p) for p in points], repeats,
-                    timeout=120)[0]
+        if profile == "alone":
+            profiles = {p.name: profile_ops(p, profile_repeats) if p.p == 1
+                        else profile_stages(p, profile_repeats) for p in points}
+        else:  # before the measurement, with min(world, cores) copies at once
+            got = spawn(profile_together_rank, copies, fields, profile_repeats,
+                        profile == "after-wait", slowest, statistic, timeout=120)[0]
+            profiles = {p.name: ops for p, ops in zip(points, got, strict=True)}
+        got_all = spawn(measure_rank, world, fields, repeats, steps, timeout=120)[0]
     measured = got_all["points"]
     cluster, described = waiting_cluster(world, got_all["exchange_s"])
     median_cluster, _ = local_cluster(world)
@@ -152,8 +161,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--profile-repeats", type=int, default=20)
     ap.add_argument("--cores", type=int, default=0, help="host cores (0: this host's)")
-    ap.add_argument("--profile", choices=("together", "alone"), default="together",
-                    help="profile the compute with min(world, cores) copies at once, or alone")
+    ap.add_argument("--slowest", action=argparse.BooleanOptionalAction, default=True,
+                    help="each piece of compute: the slowest of the copies profiling at once")
+    ap.add_argument("--statistic", choices=("median", "mean"), default="mean",
+                    help="of each piece of compute over the profile's samples")
+    ap.add_argument("--steps", type=int, default=3,
+                    help="training steps back to back per timed sample (the time per step)")
+    ap.add_argument("--profile", choices=("rounds", "after-wait", "together", "alone"),
+                    default="rounds",
+                    help="profile the compute with min(world, cores) copies at once, each "
+                         "piece right after a blocking wait, in the measurement's own rounds "
+                         "(rounds) or before it (after-wait); before it back to back "
+                         "(together); or on one process back to back (alone)")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     args = ap.parse_args(argv)
     try:
@@ -165,8 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     mlps = []
     for world in worlds:
-        got, mlp = run_world(world, args.repeats, args.profile_repeats, cores,
-                             args.profile == "together")
+        got, mlp = run_world(world, args.repeats, args.profile_repeats, cores, args.profile,
+                             args.steps, args.slowest, args.statistic)
         rows += got
         mlps.append(mlp)
         for r in got:

@@ -9,8 +9,8 @@
   machine's calibrated cluster (``Cluster.local``): compute on a
   :class:`~simulator.core.cores.CorePool` of the host's cores (ranks are processes that
   time-share them), the all-reduces as gloo runs them, each segment a wait of its own
-  (:func:`simulator.ddp.waited_gloo_all_reduce`), the all-gathers as rings
-  (:func:`simulator.collectives.all_gather.ring_all_gather`), the reduce-scatters as the
+  (:func:`simulator.ddp.waited_gloo_all_reduce`), the all-gathers as gloo runs them too
+  (:func:`simulator.tensor_parallel.waited_gloo_all_gather`), the reduce-scatters as the
   lab's ring (:func:`simulator.collectives.reduce_scatter.ring_reduce_scatter`), each on its
   tensor or data group — the structure of :mod:`simulator.tensor_parallel`'s iteration
   (compute and tensor-group collectives per layer, then the data-parallel gradient
@@ -34,12 +34,12 @@ from typing import Any
 import torch
 
 from backends import tensor_parallel as tp
-from simulator.collectives.all_gather import ring_all_gather
 from simulator.collectives.reduce_scatter import ring_reduce_scatter
 from simulator.core.comm import SimComm, SimGen, run_spmd
 from simulator.core.cores import CorePool
 from simulator.core.hardware import Cluster
 from simulator.ddp import waited_gloo_all_reduce
+from simulator.tensor_parallel import waited_gloo_all_gather
 
 Op = tuple[str, str, float]
 """``("compute", "", seconds)`` or ``(kind, group, bytes)`` with kind ``all_reduce``,
@@ -90,65 +90,152 @@ def _batch(point: GridPoint, dp_rank: int) -> tuple[torch.Tensor, torch.Tensor]:
     return (tp.batch_shard(tokens, point.d, dp_rank), tp.batch_shard(targets, point.d, dp_rank))
 
 
-def _timed_ops(log: list[tuple[Any, ...]], run: Any, setup: Any = None, repeats: int = 30,
-               warmup: int = 5) -> list[Op]:
-    """Median compute seconds between the collectives ``run(setup())`` logs in ``log`` (a
-    :class:`~backends.tensor_parallel.ProfileGroup`'s), and those collectives, in order."""
-    runs: list[list[Op]] = []
-    for i in range(warmup + repeats):
-        arg = setup() if setup is not None else None
-        log.clear()
-        start = time.perf_counter()
-        run(arg)
-        end = time.perf_counter()
-        ops: list[Op] = []
-        last = start
-        for kind, group, nbytes, entered, left in log:
-            ops.append(("compute", "", entered - last))
-            ops.append((kind, group, float(nbytes)))
-            last = left
-        ops.append(("compute", "", end - last))
-        if i >= warmup:
-            runs.append(ops)
+@dataclass(frozen=True)
+class Conditions:
+    """How a profile times each piece of compute between collectives.
+
+    * ``wait``: a blocking wait (:func:`wait_step`) run before each timed run and inside
+      every stand-in collective, so each piece is timed right after the thread slept, as in
+      a real step (``None``: back to back, a warm loop);
+    * ``slowest``: given one run's pieces (s), each piece's largest time over the copies
+      profiling at once (:func:`profile_together_rank`) — a collective waits for the slowest
+      rank's piece, not a typical one;
+    * ``statistic``: ``median`` or ``mean`` over the repeats (a chain of pieces costs the
+      sum of their means).
+    """
+
+    wait: Any = None
+    slowest: Any = None
+    statistic: str = "median"
+
+
+def _one_run(log: list[tuple[Any, ...]], run: Any, setup: Any, cond: Conditions) -> list[Op]:
+    """One timed ``run(setup())``: the compute seconds between the collectives it logs in
+    ``log`` (a :class:`~backends.tensor_parallel.ProfileGroup`'s), and those collectives."""
+    arg = setup() if setup is not None else None
+    log.clear()
+    if cond.wait is not None:
+        cond.wait()
+    start = time.perf_counter()
+    run(arg)
+    end = time.perf_counter()
+    ops: list[Op] = []
+    last = start
+    for kind, group, nbytes, entered, left in log:
+        ops.append(("compute", "", entered - last))
+        ops.append((kind, group, float(nbytes)))
+        last = left
+    ops.append(("compute", "", end - last))
+    if cond.slowest is not None:
+        pieces = iter(cond.slowest([v for k, _, v in ops if k == "compute"]))
+        ops = [(k, g, next(pieces)) if k == "compute" else (k, g, v) for k, g, v in ops]
+    return ops
+
+
+def _summary(runs: list[list[Op]], statistic: str) -> list[Op]:
+    """Each piece of compute's ``statistic`` (median, mean) over ``runs``, s."""
     shape = [(k, g, b) if k != "compute" else (k, g, 0.0) for k, g, b in runs[0]]
     for ops in runs:
         if [(k, g, b) if k != "compute" else (k, g, 0.0) for k, g, b in ops] != shape:
             raise RuntimeError("the step's collectives changed between repeats")
-    return [(k, g, statistics.median(r[j][2] for r in runs)) if k == "compute" else (k, g, b)
+    if statistic not in ("median", "mean"):
+        raise ValueError(f"statistic must be median or mean, got {statistic!r}")
+
+    def stat(values: list[float]) -> float:
+        return statistics.median(values) if statistic == "median" else statistics.fmean(values)
+
+    return [(k, g, stat([r[j][2] for r in runs])) if k == "compute" else (k, g, b)
             for j, (k, g, b) in enumerate(runs[0])]
 
 
-def profile_ops(point: GridPoint, repeats: int = 30, warmup: int = 5) -> list[Op]:
-    """One rank's step on ONE process (collectives stood in): median compute seconds
-    between collectives, and the collectives (see the module docstring). ``p = 1`` only
-    (:func:`profile_stages` for a pipeline)."""
-    if point.p != 1:
-        raise ValueError("profile_ops profiles t × d grids; use profile_stages for p > 1")
+class Sampler:
+    """Times a point's profile one sample at a time (every piece once per :meth:`sample`),
+    so its samples can be interleaved with other measurements (:func:`measure_rank`);
+    :meth:`result` summarizes them (:func:`profile_ops`, :func:`profile_stages`)."""
+
+    def __init__(self, log: list[tuple[Any, ...]], pieces: list[tuple[Any, Any]],
+                 assemble: Any, conditions: Conditions) -> None:
+        self.log, self.pieces, self.assemble, self.conditions = log, pieces, assemble, conditions
+        self.runs: list[list[list[Op]]] = [[] for _ in pieces]
+
+    def sample(self) -> None:
+        """Time every piece once."""
+        for (run, setup), out in zip(self.pieces, self.runs, strict=True):
+            out.append(_one_run(self.log, run, setup, self.conditions))
+
+    def result(self, skip: int = 0) -> Any:
+        """The profile from the samples after the first ``skip`` (warm-up)."""
+        if len(self.runs[0]) <= skip:
+            raise ValueError(f"{len(self.runs[0])} samples, {skip} of them warm-up")
+        return self.assemble([_summary(r[skip:], self.conditions.statistic)
+                              for r in self.runs])
+
+
+def sampler(point: GridPoint, conditions: Conditions | None = None) -> Sampler:
+    """The :class:`Sampler` of ``point``'s profile: a ``t × d`` step (:func:`profile_ops`)
+    or every pipeline stage's pieces (:func:`profile_stages`)."""
+    cond = conditions or Conditions()
     log: list[tuple[Any, ...]] = []
-    tensor = tp.ProfileGroup(point.t, 0, "tensor", log)
-    data = tp.ProfileGroup(point.d, 0, "data", log)
+    if point.p > 1:
+        pieces, assemble = _stage_pieces(point, log, cond)
+        return Sampler(log, pieces, assemble, cond)
+    tensor = tp.ProfileGroup(point.t, 0, "tensor", log, cond.wait)
+    data = tp.ProfileGroup(point.d, 0, "data", log, cond.wait)
     model, opt = _model(point, tensor)
     tokens, targets = _batch(point, 0)
-    return _timed_ops(log, lambda _: tp.train_step(model, opt, tokens, targets, data),
-                      repeats=repeats, warmup=warmup)
+    return Sampler(log, [(lambda _: tp.train_step(model, opt, tokens, targets, data), None)],
+                   lambda summaries: summaries[0], cond)
 
 
-def profile_together_rank(points: list[dict[str, Any]], repeats: int) -> list[Any]:
+def _profiled(point: GridPoint, repeats: int, warmup: int,
+              conditions: Conditions | None) -> Any:
+    timed = sampler(point, conditions)
+    for _ in range(warmup + repeats):
+        timed.sample()
+    return timed.result(warmup)
+
+
+def profile_ops(point: GridPoint, repeats: int = 30, warmup: int = 5,
+                conditions: Conditions | None = None) -> list[Op]:
+    """One rank's step on ONE process (collectives stood in): median compute seconds
+    between collectives, and the collectives (see the module docstring). ``p = 1`` only
+    (:func:`profile_stages` for a pipeline). ``conditions``: how each piece is timed
+    (:class:`Conditions`; default: back to back, median)."""
+    if point.p != 1:
+        raise ValueError("profile_ops profiles t × d grids; use profile_stages for p > 1")
+    return _profiled(point, repeats, warmup, conditions)  # type: ignore[no-any-return]
+
+
+def profile_together_rank(points: list[dict[str, Any]], repeats: int,
+                          after_wait: bool = True, slowest: bool = False,
+                          statistic: str = "median") -> list[Any]:
     """Rank function: every point's profile (:func:`profile_ops` or :func:`profile_stages`),
     with every spawned copy profiling the same point at the same time (a barrier before
     each). Spawned on ``min(world, cores)`` processes, it is the compute profile of a rank
     whose neighbours compute beside it on the other cores — sharing caches and memory
     bandwidth, as the real ranks do — without time-slicing one core (the simulator's
-    :class:`~simulator.core.cores.CorePool` models that)."""
+    :class:`~simulator.core.cores.CorePool` models that).
+
+    ``after_wait`` (default): every stand-in collective, and the start of every timed run,
+    is one blocking ring step of a tiny message among the profiling copies
+    (:func:`wait_step`) — the compute is timed as in a real step, each piece right after the
+    thread slept in a wait. On this VM that matters: a layer's forward right after a 2 ms
+    blocking wait runs ~1.5–1.8× its time in a warm loop (dispatcher-heavy code refetched
+    after the core idled; a matrix-product loop is not slowed — see the note of issue 9).
+    ``slowest``: each piece's time is the largest over the copies (:class:`Conditions`);
+    ``statistic``: ``median`` or ``mean`` over the repeats."""
     import torch.distributed as dist
 
     torch.set_num_threads(1)
+    together = dist.get_world_size() > 1
+    conditions = Conditions(wait_step() if after_wait and together else None,
+                            _slowest_over(None) if slowest and together else None, statistic)
     out = []
     for fields in points:
         point = GridPoint(**fields)
         dist.barrier()
-        out.append(profile_ops(point, repeats) if point.p == 1
-                   else profile_stages(point, repeats))
+        out.append(profile_ops(point, repeats, conditions=conditions) if point.p == 1
+                   else profile_stages(point, repeats, conditions=conditions))
     return out
 
 
@@ -165,16 +252,26 @@ class StageProfile:
     finish: list[Op]
 
 
-def profile_stages(point: GridPoint, repeats: int = 30, warmup: int = 5
-                   ) -> list[StageProfile]:
+def profile_stages(point: GridPoint, repeats: int = 30, warmup: int = 5,
+                   conditions: Conditions | None = None) -> list[StageProfile]:
     """Each stage of :class:`backends.megatron.GridGPT` on ONE process (tensor collectives
-    stood in by a :class:`~backends.tensor_parallel.ProfileGroup`), one micro-batch."""
+    stood in by a :class:`~backends.tensor_parallel.ProfileGroup`), one micro-batch;
+    ``conditions`` as in :func:`profile_ops` (with a wait, each forward, backward and
+    optimizer step is timed right after one, as each follows a receive or a collective in
+    the real step)."""
+    if point.p == 1:
+        raise ValueError("profile_stages profiles t × p × d grids with p > 1; use profile_ops")
+    return _profiled(point, repeats, warmup, conditions)  # type: ignore[no-any-return]
+
+
+def _stage_pieces(point: GridPoint, log: list[tuple[Any, ...]], cond: Conditions
+                  ) -> tuple[list[tuple[Any, Any]], Any]:
+    """Every stage's forward, backward and optimizer step as ``(run, setup)`` pieces, and
+    the function that assembles their summaries into :class:`StageProfile` s."""
     from backends import megatron
-    from backends.measure import median_time
     from backends.pipeline.partition import partition
 
-    log: list[tuple[Any, ...]] = []
-    tensor = tp.ProfileGroup(point.t, 0, "tensor", log)
+    tensor = tp.ProfileGroup(point.t, 0, "tensor", log, cond.wait)
     model, _ = _model(point, tensor)
     layers = megatron.stages(model)
     parts = partition(layers, megatron.even_balance(len(layers), point.p))
@@ -183,7 +280,8 @@ def profile_stages(point: GridPoint, repeats: int = 30, warmup: int = 5
         raise ValueError(f"{local} sequences per replica do not split into "
                          f"{point.microbatches} micro-batches")
     tokens, targets = tp.lm_batch(point.config, local // point.microbatches, seed=1)
-    out: list[StageProfile] = []
+    pieces: list[tuple[Any, Any]] = []
+    shapes: list[tuple[int, list[Op]]] = []
     x: torch.Tensor = tokens
     for k, part in enumerate(parts):
         last = k == len(parts) - 1
@@ -198,14 +296,14 @@ def profile_stages(point: GridPoint, repeats: int = 30, warmup: int = 5
 
         y = forward()
         grad = None if last else torch.ones_like(y)
-        fwd = _timed_ops(log, forward, repeats=repeats, warmup=warmup)
-        bwd = _timed_ops(log, lambda y, grad=grad: torch.autograd.backward(y, grad),
-                         forward, repeats=repeats, warmup=warmup)
         params = list(part.parameters())
         opt = torch.optim.SGD(params, lr=0.01)
         for q in params:
             q.grad = torch.zeros_like(q)
-        finish: list[Op] = [("compute", "", median_time(opt.step, repeats))]
+        pieces += [(forward, None),
+                   (lambda y, grad=grad: torch.autograd.backward(y, grad), forward),
+                   (lambda _, opt=opt, params=params: opt.step(), None)]
+        finish: list[Op] = []
         partial = sum(q.numel() for q in params if getattr(q, "sequence_parallel", False))
         if partial and point.t > 1:
             finish.append(("all_reduce", "tensor", 4.0 * partial))
@@ -213,22 +311,37 @@ def profile_stages(point: GridPoint, repeats: int = 30, warmup: int = 5
             finish.append(("all_reduce", "data", 4.0 * sum(q.numel() for q in params)))
         if point.p > 1 and (k == 0 or last):
             finish.append(("all_reduce", "embedding", 4.0 * model.wte.weight.numel()))
-        finish.append(finish.pop(0))  # the optimizer steps after the reductions
-        out.append(StageProfile(fwd, bwd, 0 if last else 4 * y.numel(), finish))
+        shapes.append((0 if last else 4 * y.numel(), finish))
         x = y.detach()
-    return out
+
+    def assemble(summaries: list[list[Op]]) -> list[StageProfile]:
+        out = []
+        for k, (activation_bytes, finish) in enumerate(shapes):
+            fwd, bwd, step = summaries[3 * k:3 * k + 3]
+            # the optimizer steps after the reductions
+            out.append(StageProfile(fwd, bwd, activation_bytes,
+                                    [*finish, ("compute", "", _compute(step))]))
+        return out
+
+    return pieces, assemble
 
 
-_PROGRAMS = {"all_gather": ring_all_gather, "reduce_scatter": ring_reduce_scatter}
+TINY_COMPUTE_S = 1e-6
+"""Pieces of compute shorter than this (s: the gap between two back-to-back collectives) run
+beside the core pool, not on it: four sub-microsecond jobs sharing the pool at a time ~0.04 s
+leave a remainder whose finish is below the float resolution of the clock, and
+:class:`~simulator.core.cores.CorePool` then wakes forever at the same instant."""
 
 
 def _replay(comm: SimComm, ops: Sequence[Op], groups: dict[str, SimComm | None],
             pool: CorePool | None) -> SimGen:
-    """Run ``ops`` on this rank: compute on the shared cores, collectives on the groups."""
+    """Run ``ops`` on this rank: compute on the shared cores, collectives on the groups:
+    ``dist.all_reduce`` and ``dist.all_gather`` as gloo runs them, the reduce-scatter as the
+    lab's ring (:func:`backends.tensor_parallel._reduce_scatter`)."""
     for kind, group, value in ops:
         if kind == "compute":
             start = comm.now
-            if pool is None:
+            if pool is None or value < TINY_COMPUTE_S:
                 yield comm.env.timeout(value)
             else:
                 yield from pool.run(value)
@@ -238,8 +351,10 @@ def _replay(comm: SimComm, ops: Sequence[Op], groups: dict[str, SimComm | None],
         assert sub is not None
         if kind == "all_reduce":
             yield from waited_gloo_all_reduce(sub, int(value), 4)
+        elif kind == "all_gather":
+            yield from waited_gloo_all_gather(sub, int(value), 4)
         else:
-            yield from _PROGRAMS[kind](sub, int(value), 4)
+            yield from ring_reduce_scatter(sub, int(value), 4)
 
 
 def _groups(comm: SimComm, point: GridPoint) -> dict[str, SimComm | None]:
@@ -390,6 +505,13 @@ def ring_steps(nbytes: int = WAIT_BYTES, count: int = WAIT_COUNT, group: Any = N
     return run
 
 
+def wait_step(nbytes: int = WAIT_BYTES, group: Any = None) -> Any:
+    """One blocking ring step of ``nbytes`` on ``group`` with no compute (:func:`ring_steps`
+    with ``count = 1``): the wait a profile puts before each piece of compute it times
+    (:func:`profile_together_rank`); every process of the group must call it alike."""
+    return ring_steps(nbytes, 1, group, compute=False)
+
+
 def fragments(count: int = WAIT_COUNT) -> Any:
     """``count`` compute fragments of :func:`ring_steps`, no messages."""
     fragment = _fragment()
@@ -426,15 +548,41 @@ def waiting_cluster(world: int, exchange_s: float, nbytes: int = WAIT_BYTES,
                      f"{entry.latency_s * 1e6:.0f} µs)")
 
 
-def measure_rank(points: list[dict[str, Any]], repeats: int) -> dict[str, Any]:
+def measure_rank(points: list[dict[str, Any]], repeats: int, per_sample: int = 1,
+                 profile_copies: int = 0, slowest: bool = True, statistic: str = "mean"
+                 ) -> dict[str, Any]:
     """Rank function: for each grid point, the real step's timing (slowest rank, median of
-    barrier-aligned repeats; the points' repeats interleaved), and in the same rounds the
-    waiting primitive (:func:`ring_steps`, :func:`fragments`): ``{"points": [...],
-    "exchange_s": mean seconds a ring step adds to a chain of compute, "fragment_s": one
-    fragment's mean, "exchange_back_to_back_s": a ring step's mean without compute}``."""
+    barrier-aligned repeats of ``per_sample`` steps back to back, per step; the points'
+    repeats interleaved), and in the same rounds the waiting primitive (:func:`ring_steps`,
+    :func:`fragments`): ``{"points": [...], "exchange_s": mean seconds a ring step adds to a
+    chain of compute, "fragment_s": one fragment's mean, "exchange_back_to_back_s": a ring
+    step's mean without compute}``.
+
+    ``profile_copies > 0``: also each point's compute profile, in the same rounds, on the
+    first ``profile_copies`` ranks at once (the others idle meanwhile), each piece right
+    after a blocking ring step among them (:func:`wait_step`), the slowest copy's time
+    (``slowest``), ``statistic`` over the samples — the profile of
+    :func:`profile_together_rank`, taken under the same conditions of the host as the steps
+    it predicts (on this VM they drift from minute to minute). Under ``"profiles"``: one
+    entry per point (:func:`profile_ops` / :func:`profile_stages` results)."""
+    import torch.distributed as dist
+
     from backends.measure import measure_many
 
     torch.set_num_threads(1)
+    samplers: list[Sampler] = []
+    profiling: list[Any] = []
+    if profile_copies > 0:
+        copies = min(profile_copies, dist.get_world_size())
+        team = dist.new_group(list(range(copies)))  # every rank calls new_group
+        if dist.get_rank() < copies:
+            conditions = Conditions(
+                wait_step(group=team) if copies > 1 else None,
+                _slowest_over(team) if slowest and copies > 1 else None, statistic)
+            samplers = [sampler(GridPoint(**fields), conditions) for fields in points]
+            profiling = [timed.sample for timed in samplers]
+        else:
+            profiling = [_idle for _ in points]
     steps = []
     for fields in points:
         point = GridPoint(**fields)
@@ -452,14 +600,34 @@ def measure_rank(points: list[dict[str, Any]], repeats: int) -> dict[str, Any]:
             return tp.train_step(model, opt, tokens, targets, data)
 
         steps.append(step)
-    timings = measure_many([*steps, ring_steps(), fragments(), ring_steps(compute=False)],
-                           repeats=repeats, warmup=3, inner=1)
+    warmup = 3
+    timings = measure_many([*steps, ring_steps(), fragments(), ring_steps(compute=False),
+                            *profiling], repeats=repeats, warmup=warmup, inner=per_sample)
     chained, compute, bare = (statistics.mean(t.samples_s) / WAIT_COUNT
-                              for t in timings[-3:])
-    return {"points": [{**fields, **t.as_dict()}
-                       for fields, t in zip(points, timings[:-3], strict=True)],
-            "exchange_s": max(chained - compute, 0.0), "fragment_s": compute,
-            "exchange_back_to_back_s": bare}
+                              for t in timings[len(steps):len(steps) + 3])
+    out = {"points": [{**fields, **t.as_dict()}
+                      for fields, t in zip(points, timings[:len(steps)], strict=True)],
+           "exchange_s": max(chained - compute, 0.0), "fragment_s": compute,
+           "exchange_back_to_back_s": bare}
+    if samplers:
+        out["profiles"] = [timed.result(warmup) for timed in samplers]
+    return out
+
+
+def _idle() -> None:
+    """What a rank that does not profile runs while the others do."""
+
+
+def _slowest_over(group: Any) -> Any:
+    """:attr:`Conditions.slowest` over the processes of ``group``."""
+    import torch.distributed as dist
+
+    def slowest(pieces: list[float]) -> list[float]:
+        t = torch.tensor(pieces, dtype=torch.float64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
+        return [float(v) for v in t]
+
+    return slowest
 
 
 def _grid_step(point: GridPoint) -> Any:

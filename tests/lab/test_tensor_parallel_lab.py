@@ -6,7 +6,13 @@ import math
 import pytest
 import torch
 
-from lab.tensor_parallel import GridPoint, compute_seconds, predict, profile_ops
+from lab.tensor_parallel import (
+    TINY_COMPUTE_S,
+    GridPoint,
+    compute_seconds,
+    predict,
+    profile_ops,
+)
 from simulator.core.hardware import Cluster, Device
 from simulator.core.network import Link, Topology
 
@@ -54,7 +60,10 @@ def test_prediction_is_compute_on_a_free_network_and_grows_with_latency():
     ops = profile_ops(point, repeats=2, warmup=1)
     free = predict(point, ops, _free(4))
     assert free == pytest.approx(compute_seconds(ops), rel=1e-9)
-    assert predict(point, ops, _free(4), cores=2) == pytest.approx(2 * free, rel=1e-6)
+    # four ranks on two cores: every piece twice as long, but those below TINY_COMPUTE_S
+    # (gaps between back-to-back collectives) run beside the pool
+    tiny = math.fsum(v for k, _, v in ops if k == "compute" and v < TINY_COMPUTE_S)
+    assert predict(point, ops, _free(4), cores=2) == pytest.approx(2 * free - tiny, rel=1e-6)
     alpha = 1e-3
     slow = predict(point, ops, _slow(4, alpha))
     n = len(kinds(ops))
@@ -103,3 +112,49 @@ def test_pipeline_grid_prediction_is_1f1b_over_the_profiled_stages():
     assert any(g == "tensor" for k, g, _ in sp[0].forward if k != "compute")
     with pytest.raises(ValueError, match="profile_stages"):
         profile_ops(point)
+
+
+def test_conditions_wait_before_each_piece_and_take_the_slowest_copy():
+    from lab.tensor_parallel import Conditions, StageProfile, sampler
+
+    point = GridPoint(t=2, d=1)
+    waits = []
+    calls = iter([1.0, 2.0, 6.0] * 10)
+
+    def slowest(pieces):  # stands in for the max over the copies: one value per run
+        value = next(calls)
+        return [value] * len(pieces)
+
+    for statistic, want in (("median", 2.0), ("mean", 3.0)):
+        calls = iter([1.0, 2.0, 6.0] * 10)
+        waits.clear()
+        ops = profile_ops(point, repeats=3, warmup=0,
+                          conditions=Conditions(lambda: waits.append(1), slowest, statistic))
+        pieces = [v for k, _, v in ops if k == "compute"]
+        assert pieces == [want] * len(pieces)
+        # one wait before each run and one inside each of its stand-in collectives
+        assert len(waits) == 3 * (1 + len(kinds(ops)))
+    timed = sampler(GridPoint(t=1, d=1, p=2, microbatches=2))
+    for _ in range(3):
+        timed.sample()
+    stages = timed.result(skip=1)
+    assert len(stages) == 2 and all(isinstance(s, StageProfile) for s in stages)
+    with pytest.raises(ValueError, match="warm-up"):
+        timed.result(skip=3)
+
+
+def test_measure_rank_profiles_in_the_same_rounds():
+    from backends.launch import spawn
+    from lab.tensor_parallel import measure_rank, point_fields, profile_stages
+
+    points = [GridPoint(t=2, d=1, sequence_parallel=True),
+              GridPoint(t=1, d=1, p=2, microbatches=2)]
+    got = spawn(measure_rank, 2, [point_fields(p) for p in points], 1, 1, 2,
+                timeout=60)[0]
+    plain, staged = got["profiles"]
+    assert kinds(plain) == kinds(profile_ops(points[0], repeats=1, warmup=0))
+    assert all(v > 0 for k, _, v in plain if k == "compute")
+    alone = profile_stages(points[1], repeats=1, warmup=0)
+    assert [kinds(s.forward) for s in staged] == [kinds(s.forward) for s in alone]
+    assert [s.activation_bytes for s in staged] == [s.activation_bytes for s in alone]
+    assert got["points"][0]["median_s"] > 0 and got["exchange_s"] >= 0

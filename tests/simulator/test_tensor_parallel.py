@@ -210,3 +210,20 @@ def test_a_traced_run_keeps_the_pipeline_timeline_out_of_its_document():
     result = simulate_megatron(cluster, MegatronConfig(SMALL, Grid(2, 4, 1), 8, 1), trace=True)
     assert len(result.extra["pipeline"].trace) > 0
     json.dumps(result.as_dict())
+
+
+@pytest.mark.parametrize("p", [1, 2, 3, 4])
+def test_gloo_all_gather_waits_for_two_half_chunks_per_step(p):
+    import math
+
+    from simulator.core.comm import run_spmd
+    from simulator.core.hardware import Device
+    from simulator.core.network import Link, Topology
+    from simulator.tensor_parallel import waited_gloo_all_gather
+
+    alpha = 1e-4
+    cpu = Device("cpu", 1e11, 1e10, math.inf, reduce_Bps=math.inf, memcpy_Bps=math.inf)
+    cluster = Cluster.homogeneous("a", cpu, Topology.fully_connected(p, Link(alpha, 1e18)))
+    took = run_spmd(cluster, waited_gloo_all_gather, 16384, trace=False).makespan_s
+    # gloo/allgather.cc: 2·(p − 1) messages in, each a wait of its own
+    assert took == pytest.approx(2 * (p - 1) * alpha, rel=1e-6)
