@@ -15,7 +15,8 @@ Two runs, each under five minutes with the machine to itself::
 2. per world, the primitives of :func:`lab.horovod.measure_primitives`: the MLP's per-layer
    profile on one process scaled to its whole forward and backward timed with
    ``min(world, cores)`` copies computing at once, the SGD step, an 8-byte ping-pong idle and
-   beside computing main threads, and how much compute and 1 MiB exchanges slow each other;
+   beside computing main threads, how much compute and 1 MiB exchanges slow each other, the
+   mean step of a ring of 4 KiB messages, and the CPU of one cycle of the idle engine;
 3. per world, one launch times a training step of ``backends.horovod`` at every (fusion
    threshold, cycle time) of :func:`lab.horovod.sweep_points`, and :mod:`simulator.horovod`
    predicts each from 1 and 2 alone; a second launch times Horovod at its defaults beside our
@@ -90,7 +91,9 @@ def main() -> None:
               f"ms, backward {sum(x.backward_s for x in prim.workload.layers) * 1e3:.1f} ms, "
               f"SGD {prim.optimizer_s * 1e3:.2f} ms with {prim.copies} copies at once; 8-byte "
               f"message {prim.small_latency_s * 1e3:.3f} ms idle, "
-              f"{prim.busy_latency_s * 1e3:.3f} ms beside compute; while both run compute "
+              f"{prim.busy_latency_s * 1e3:.3f} ms beside compute; a 4 KiB ring step "
+              f"{prim.ring_step_s * 1e3:.3f} ms (mean); an idle engine cycle "
+              f"{prim.cycle_cpu_s * 1e3:.3f} ms of CPU; while both run compute "
               f"goes at {inter.compute if inter else 1:.2f} and communication at "
               f"{inter.comm if inter else 1:.2f}", flush=True)
         for p in sweep(entry, prim, widths, world, sweep_points(), args.repeats):
@@ -130,6 +133,8 @@ def main() -> None:
                 "primitives": {w: {"optimizer_s": p.optimizer_s, "copies": p.copies,
                                    "small_latency_s": p.small_latency_s,
                                    "busy_latency_s": p.busy_latency_s,
+                                   "ring_step_s": p.ring_step_s,
+                                   "cycle_cpu_s": p.cycle_cpu_s,
                                    "interference": dataclasses.asdict(p.interference)
                                    if p.interference else None,
                                    "profile": [dataclasses.asdict(x)

@@ -115,6 +115,8 @@ class Primitives:
         ring_step_s: one step of a ring of tiny messages among all ranks, every rank sending
             to its left neighbour and waiting for its right one's, back to back — the mean
             (:func:`ring_step_s`; 0: not measured), s.
+        cycle_cpu_s: CPU time one cycle of the idle engine takes on each rank, all its
+            threads (:func:`cycle_cpu_s`; 0: not measured), s.
     """
 
     workload: Workload
@@ -124,6 +126,7 @@ class Primitives:
     busy_latency_s: float
     interference: Interference | None
     ring_step_s: float = 0.0
+    cycle_cpu_s: float = 0.0
 
 
 def profile(widths: Sequence[int], batch: int, copies: int = 1, repeats: int = 10) -> tuple[
@@ -155,7 +158,7 @@ def measure_primitives(widths: Sequence[int], batch: int, world: int, cores: int
     idle, busy = small_message_latency_s(world, repeats=max(3, repeats // 2))
     return Primitives(workload, optimizer_s, copies, idle, busy,
                       measure_interference(world) if interference and world > 1 else None,
-                      ring_step_s(world, repeats=max(3, repeats)))
+                      ring_step_s(world, repeats=max(3, repeats)), cycle_cpu_s(world))
 
 
 def settings(fusion_threshold_mb: float, cycle_time_ms: float, world: int) -> HorovodSettings:
@@ -300,6 +303,42 @@ def ring_step_s(world: int, count: int = RING_STEP_COUNT, repeats: int = 10) -> 
                                          timeout=120)))
 
 
+def _idle_cycles_rank(cycle_time_ms: float, seconds: float) -> float:
+    """Rank function: CPU seconds this process spends per cycle of the engine with nothing
+    to do (``hvd.init``, no tensors) over ``seconds`` — every thread's: the background
+    thread's bookkeeping and gloo's threads carrying the negotiation."""
+    import torch
+
+    import backends.horovod as hvd
+
+    torch.set_num_threads(1)
+    hvd.init(cycle_time_ms=cycle_time_ms)
+    try:
+        time.sleep(min(0.2, seconds))  # warm-up
+        cycles, cpu = hvd.stats()["cycles"], time.process_time()
+        time.sleep(seconds)
+        cycles, cpu = hvd.stats()["cycles"] - cycles, time.process_time() - cpu
+    finally:
+        hvd.shutdown()
+    return float(cpu / max(cycles, 1))
+
+
+def cycle_cpu_s(world: int, cycle_time_ms: float = 1.0, seconds: float = 0.6) -> float:
+    """The CPU one cycle of the idle engine costs each rank, s (median over ranks) — a
+    primitive: ``world`` processes run ``backends.horovod`` with no tensors for ``seconds``;
+    a cycle's CPU time is the process's CPU time over its cycles (the main thread sleeps).
+
+    The simulated background thread spends it on the shared cores every cycle: on this
+    2-core VM 0.1–0.2 ms a cycle at 2 ranks, so at a 1 ms cycle time two engines keep a
+    third of a core busy, which the computing main threads lose."""
+    from backends.launch import spawn
+
+    if world < 2:
+        return 0.0
+    return float(statistics.median(spawn(_idle_cycles_rank, world, cycle_time_ms, seconds,
+                                         timeout=60)))
+
+
 def costs(entry: CalibrationEntry, world: int, primitives: Primitives) -> HorovodCosts:
     """The engine's costs on the calibrated machine.
 
@@ -339,7 +378,8 @@ def costs(entry: CalibrationEntry, world: int, primitives: Primitives) -> Horovo
     tensors = len(primitives.workload.param_sizes)
     optimizer_Bps = primitives.workload.param_bytes / max(primitives.optimizer_s, 1e-12)
     if world < 2 or primitives.small_latency_s <= 0:
-        return HorovodCosts.on(cluster, negotiation_bytes(tensors), optimizer_Bps=optimizer_Bps)
+        return HorovodCosts.on(cluster, negotiation_bytes(tensors), optimizer_Bps=optimizer_Bps,
+                               cycle_cpu_s=primitives.cycle_cpu_s)
     if primitives.ring_step_s > 0:  # each wait of a tiny all-reduce: a ring step's mean
         wait = max(primitives.ring_step_s - WAIT_BYTES / entry.bandwidth_Bps, 0.0)
         small, program = with_latency(wait), waited_gloo_all_reduce
@@ -349,7 +389,8 @@ def costs(entry: CalibrationEntry, world: int, primitives: Primitives) -> Horovo
         cluster, negotiation_bytes(tensors), small_cluster=small,
         small_busy_cluster=with_latency(max(primitives.busy_latency_s,
                                             primitives.small_latency_s)),
-        small_bytes=EXCHANGE_MIN_BYTES, small_program=program, optimizer_Bps=optimizer_Bps)
+        small_bytes=EXCHANGE_MIN_BYTES, small_program=program, optimizer_Bps=optimizer_Bps,
+        cycle_cpu_s=primitives.cycle_cpu_s)
 
 
 # ---- the launcher's start-up -----------------------------------------------------------------

@@ -108,6 +108,9 @@ class HorovodCosts:
         small_bytes: all-reduces of fewer bytes are latency-bound (0: none is).
         small_all_reduce_s: a latency-bound all-reduce of ``n`` bytes, the main threads idle.
         small_all_reduce_busy_s: the same while they compute (``None``: as idle).
+        cycle_cpu_s: the CPU one cycle of the background thread keeps busy besides its
+            waits — the engine's bookkeeping and the negotiation's calls, on every rank — run
+            on the shared cores like compute, s (0: free).
     """
 
     all_reduce_s: Callable[[int], float]
@@ -120,6 +123,7 @@ class HorovodCosts:
     small_bytes: int = 0
     small_all_reduce_s: Callable[[int], float] | None = None
     small_all_reduce_busy_s: Callable[[int], float] | None = None
+    cycle_cpu_s: float = 0.0
 
     def all_reduce(self, nbytes: int, busy: bool) -> tuple[float, bool]:
         """One all-reduce of ``nbytes``, started while the main threads compute (``busy``) or
@@ -245,6 +249,7 @@ def background_loop(comm: SimComm, ctl: _Controller, settings: HorovodSettings,
         last_start = start = comm.now
         ctl.popped[r].update(ctl.queues[r])
         ctl.queues[r].clear()
+        yield from host.run(costs.cycle_cpu_s)  # the engine's own work this cycle: a core
         yield ctl.join(("negotiate", cycle))
         yield comm.env.timeout(costs.negotiation(ctl.computing > 0))  # latency-bound: a wait
         comm.span("NEGOTIATE", f"cycle {cycle}", start)

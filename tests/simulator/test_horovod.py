@@ -174,6 +174,22 @@ def test_shared_cores_slow_the_step_and_the_simulation_is_deterministic():
             "MEMCPY_OUT_FUSION_BUFFER"} <= kinds
 
 
+def test_the_engines_cycle_cpu_takes_cores_from_backward():
+    workload = Workload(tuple(Layer(f"fc{i}", (4 * MiB, 4096), 2e-3, 4e-3) for i in range(6)),
+                        32)
+    cluster = _free_cluster()
+    settings = HorovodSettings(8 * MiB, 1e-3)
+    plain = HorovodCosts.on(cluster)
+    busy = HorovodCosts.on(cluster, cycle_cpu_s=2e-4)
+    free = predict_step(cluster, workload, settings, plain, cores=2.0)
+    loaded = predict_step(cluster, workload, settings, busy, cores=2.0)
+    assert loaded.backward_end_s > free.backward_end_s
+    # on cores of their own the background threads' CPU only delays their own cycles
+    alone = predict_step(cluster, workload, settings, busy)
+    assert alone.backward_end_s == predict_step(cluster, workload, settings,
+                                                plain).backward_end_s
+
+
 def test_bad_settings_are_refused():
     with pytest.raises(ValueError, match="threshold"):
         HorovodSettings(-1, 1e-3)
