@@ -136,13 +136,16 @@ def measure_sustained(points: Sequence[tuple[str, int]], repeats: int,
     (:mod:`lab.calibrate`'s chain of dependent exchanges, timed the same way) predicts.
 
     ``chain``: also time one step of the chain of dependent exchanges among ``k = 2 … p``
-    ranks (:func:`lab.calibrate.chain_step`), the same way and in the same rounds; its rows
-    follow the points' (``{"chain_k": k, "median_s": …}``). How often a woken rank waits a
-    tick comes and goes in spells of a fraction of a second to minutes on this host: a
-    primitive measured in the same rounds sees the same spells as the algorithms.
+    ranks (:func:`lab.calibrate.chain_step`), the same way and in the same rounds, once after
+    each twin's points (so spread over the round); its rows follow the points'
+    (``{"chain_k": k, "median_s": …}``, statistics over the samples of all its copies). How
+    often a woken rank waits a tick comes and goes in spells of a fraction of a second to
+    minutes on this host: a primitive measured in the same rounds sees the same spells as
+    the algorithms.
     """
     import functools
     import math
+    import statistics
 
     import torch
     import torch.distributed as dist
@@ -153,11 +156,17 @@ def measure_sustained(points: Sequence[tuple[str, int]], repeats: int,
     twins = {name: get_twin(name) for name, _ in points}
     for twin in twins.values():
         twin.check(min(n for name, n in points if name == twin.name))
-    steps = [twins[name].real_step(nbytes, None) for name, nbytes in points]
     chains = list(range(2, dist.get_world_size() + 1)) if chain else []
     token, slot = (torch.zeros(CHAIN_BYTES, dtype=torch.uint8),
                    torch.empty(CHAIN_BYTES, dtype=torch.uint8))
-    steps += [functools.partial(chain_step, k, token, slot) for k in chains]
+    steps: list[Callable[[], None]] = []
+    where: list[int] = []  # what each step is: a point's index, or -k for the chain among k
+    for i, (name, nbytes) in enumerate(points):
+        steps.append(twins[name].real_step(nbytes, None))
+        where.append(i)
+        if chains and (i + 1 == len(points) or points[i + 1][0] != name):
+            steps += [functools.partial(chain_step, k, token, slot) for k in chains]
+            where += [-k for k in chains]
     calls = [max(1, math.ceil(repeat_s / measure(step, repeats=3, inner=1).median_s))
              for step in steps]
 
@@ -169,10 +178,20 @@ def measure_sustained(points: Sequence[tuple[str, int]], repeats: int,
 
     timings = measure_many([looped(s, k) for s, k in zip(steps, calls, strict=True)],
                            repeats=repeats, inner=1)
-    rows = [{"median_s": t.median_s / k, "p10_s": t.p10_s / k, "p90_s": t.p90_s / k,
-             "calls": k} for t, k in zip(timings, calls, strict=True)]
-    for row, k in zip(rows[len(points):], chains, strict=True):
-        row["chain_k"] = k
+    per_call = [[x / k for x in t.samples_s] for t, k in zip(timings, calls, strict=True)]
+    rows: list[dict[str, Any]] = [{} for _ in points]
+    pooled: dict[int, list[float]] = {k: [] for k in chains}
+    for w, samples, t, k in zip(where, per_call, timings, calls, strict=True):
+        if w >= 0:
+            rows[w] = {"median_s": t.median_s / k, "p10_s": t.p10_s / k, "p90_s": t.p90_s / k,
+                       "calls": k}
+        else:
+            pooled[-w] += samples
+    for k in chains:
+        q = (statistics.quantiles(pooled[k], n=10, method="inclusive") if len(pooled[k]) > 1
+             else pooled[k] * 9)
+        rows.append({"chain_k": k, "median_s": statistics.median(pooled[k]), "p10_s": q[0],
+                     "p90_s": q[-1], "calls": len(pooled[k])})
     return rows
 
 
