@@ -1,6 +1,6 @@
 """Accuracy of the chapter-2 collective predictions on this machine.
 
-    .venv/bin/python benchmarks/collectives_accuracy.py [--out benchmarks/results] [--repeats 15]
+    .venv/bin/python benchmarks/collectives_accuracy.py [--out benchmarks/results] [--repeats 25]
         [--twins …] [--worlds 2 4] [--calibration FILE] [--method sustained|single]
         [--chain rounds|calibration]
 
@@ -52,7 +52,7 @@ SIZES = [2**k for k in range(16, 25, 2)]  # 64 KiB … 16 MiB
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
-    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--repeats", type=int, default=25)
     parser.add_argument("--twins", nargs="+", default=list(TWINS), choices=TWINS)
     parser.add_argument("--worlds", nargs="+", type=int, default=[2, 4], choices=[2, 3, 4])
     parser.add_argument("--calibration", type=Path, default=None,
