@@ -7,8 +7,10 @@ For notebook 07 and ``benchmarks/horovod_accuracy.py``:
 * :func:`measure_primitives` → :class:`Primitives`: the per-layer profile on one process
   scaled to the whole model's forward and backward timed with ``min(world, cores)`` copies
   computing at once, the SGD step, the 8-byte message latencies of
-  :func:`small_message_latency_s` (idle, and beside computing main threads) and the
-  compute/communication interference of :func:`lab.ddp.interference` — primitives only;
+  :func:`small_message_latency_s` (idle, and beside computing main threads), the
+  compute/communication interference of :func:`lab.ddp.interference`, the mean ring step of
+  :func:`ring_step_s` (what each wait of a tiny all-reduce costs) and the idle engine's CPU
+  per cycle of :func:`cycle_cpu_s` — primitives only;
 * :func:`costs` → :class:`simulator.horovod.HorovodCosts` from a calibration entry and the
   primitives; :func:`predict` → :class:`simulator.horovod.HorovodPrediction` (step time,
   cycles, fused all-reduces, exposed communication, a timeline named as the engine names its
@@ -24,8 +26,8 @@ For notebook 07 and ``benchmarks/horovod_accuracy.py``:
   calibration file alone.
 
 Nothing here is fitted to a Horovod measurement: the prediction uses the profile, the
-calibration (ping-pong, exchanges, reduction, copy), the small-message and interference
-primitives and the core count.
+calibration (ping-pong, exchanges, reduction, copy), the small-message, ring-step, idle-cycle
+and interference primitives and the core count.
 """
 
 from __future__ import annotations
