@@ -160,7 +160,7 @@ def measure_primitives(widths: Sequence[int], batch: int, world: int, cores: int
     idle, busy = small_message_latency_s(world, repeats=max(3, repeats // 2))
     return Primitives(workload, optimizer_s, copies, idle, busy,
                       measure_interference(world) if interference and world > 1 else None,
-                      ring_step_s(world, repeats=max(3, repeats)), cycle_cpu_s(world))
+                      *waits_and_cycles(world, repeats=max(3, repeats)))
 
 
 def settings(fusion_threshold_mb: float, cycle_time_ms: float, world: int) -> HorovodSettings:
@@ -339,6 +339,26 @@ def cycle_cpu_s(world: int, cycle_time_ms: float = 1.0, seconds: float = 0.6) ->
         return 0.0
     return float(statistics.median(spawn(_idle_cycles_rank, world, cycle_time_ms, seconds,
                                          timeout=60)))
+
+
+def _waits_and_cycles_rank(count: int, repeats: int, cycle_time_ms: float,
+                           seconds: float) -> tuple[float, float]:
+    """Rank function: :func:`_ring_steps_rank` then :func:`_idle_cycles_rank`, one launch."""
+    return (_ring_steps_rank(count, repeats),
+            _idle_cycles_rank(cycle_time_ms, seconds))
+
+
+def waits_and_cycles(world: int, count: int = RING_STEP_COUNT, repeats: int = 10,
+                     cycle_time_ms: float = 1.0, seconds: float = 0.6) -> tuple[float, float]:
+    """:func:`ring_step_s` and :func:`cycle_cpu_s` measured in one launch, s."""
+    from backends.launch import spawn
+
+    if world < 2:
+        return 0.0, 0.0
+    rows = spawn(_waits_and_cycles_rank, world, count, repeats, cycle_time_ms, seconds,
+                 timeout=120)
+    return (float(statistics.median(r[0] for r in rows)),
+            float(statistics.median(r[1] for r in rows)))
 
 
 def costs(entry: CalibrationEntry, world: int, primitives: Primitives) -> HorovodCosts:
