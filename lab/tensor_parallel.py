@@ -27,10 +27,11 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import simpy
 import torch
 
 from backends import tensor_parallel as tp
@@ -326,11 +327,27 @@ def _stage_pieces(point: GridPoint, log: list[tuple[Any, ...]], cond: Conditions
     return pieces, assemble
 
 
-TINY_COMPUTE_S = 1e-6
-"""Pieces of compute shorter than this (s: the gap between two back-to-back collectives) run
-beside the core pool, not on it: four sub-microsecond jobs sharing the pool at a time ~0.04 s
-leave a remainder whose finish is below the float resolution of the clock, and
-:class:`~simulator.core.cores.CorePool` then wakes forever at the same instant."""
+class SharedCores(CorePool):
+    """:class:`~simulator.core.cores.CorePool` that also finishes a job whose time left is
+    below the float resolution of the clock.
+
+    ``CorePool`` finishes a job once its remaining share of work is below ``1e-12 · now``;
+    with many short pieces sharing the cores (four ranks on two, a piece of 0.2 µs at
+    ``now`` ≈ 0.04 s) a remainder just above that bound can need less time than the clock can
+    add to ``now``: the pool then wakes at the same instant forever. Here such a job is
+    done."""
+
+    def _wake(self, dt: float, version: int) -> Generator[simpy.Event, Any, None]:
+        yield self.env.timeout(dt)
+        if version != self._version:
+            return  # a start or finish since then rescheduled
+        self._advance()
+        now = self._last
+        done = [key for key, job in self._jobs.items()
+                if job[0] <= 1e-12 * max(1.0, now) or now + job[0] / self._rate(job) <= now]
+        for key in done:
+            self._jobs.pop(key)[1].succeed()
+        self._reschedule()
 
 
 def _replay(comm: SimComm, ops: Sequence[Op], groups: dict[str, SimComm | None],
@@ -341,7 +358,7 @@ def _replay(comm: SimComm, ops: Sequence[Op], groups: dict[str, SimComm | None],
     for kind, group, value in ops:
         if kind == "compute":
             start = comm.now
-            if pool is None or value < TINY_COMPUTE_S:
+            if pool is None:
                 yield comm.env.timeout(value)
             else:
                 yield from pool.run(value)
@@ -368,7 +385,7 @@ def _groups(comm: SimComm, point: GridPoint) -> dict[str, SimComm | None]:
 def _pool(comm: SimComm, shared: dict[str, Any]) -> CorePool | None:
     if math.isinf(shared["cores"]):
         return None
-    pool: CorePool = shared.setdefault("pool", CorePool(comm.env, shared["cores"]))
+    pool: CorePool = shared.setdefault("pool", SharedCores(comm.env, shared["cores"]))
     return pool
 
 
