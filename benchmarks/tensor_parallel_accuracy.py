@@ -4,24 +4,29 @@
         benchmarks/tensor_parallel_accuracy.py [--worlds 2,4] [--repeats 15] \
         [--profile-repeats 20] [--out benchmarks/results]
 
-One world per run keeps each exclusive run under 5 minutes (``--worlds 2`` ~2 min with 20
-repeats, ``--worlds 4`` ~4 min with 10); ``--out`` a directory per world.
+One world per run keeps each exclusive run short (``--worlds 2`` ~30 s with 20 repeats,
+``--worlds 4`` ~1 min with 10); ``--out`` a directory per world.
 
 For the chapter's small GPT (2 layers, h = 32, 4 heads, vocabulary 64, sequence 16, global batch
 8) on every ``t × d`` grid of each world size, with and without sequence parallelism where
 ``t > 1``, and every ``t × p × d`` grid with ``p > 1`` (:mod:`backends.megatron`, 1F1B):
 
 * **predicted** — :func:`lab.tensor_parallel.predict`: a rank's step profiled with its
-  collectives stood in (compute between collectives, :func:`lab.tensor_parallel.profile_ops`;
-  by default on ``min(world, cores)`` processes profiling at once, each piece of compute
-  timed right after a blocking wait as in a real step,
-  :func:`lab.tensor_parallel.profile_together_rank`; ``--profile together``: back to back;
-  ``--profile alone``: one process, back to back) replayed on this
-  machine's calibrated cluster (``Cluster.local``; ``distml-lab calibrate --world N`` first),
-  the ranks sharing the host's cores (:class:`simulator.core.cores.CorePool`);
+  collectives stood in (compute between collectives, :func:`lab.tensor_parallel.profile_ops`,
+  :func:`~lab.tensor_parallel.profile_stages`), by default (``--profile rounds``) on
+  ``min(world, cores)`` processes at once in the measurement's own rounds, each piece right
+  after a blocking wait, at its slowest copy, the mean over the samples
+  (:class:`lab.tensor_parallel.Conditions`; ``--profile after-wait``: the same before the
+  measurement; ``together``: back to back; ``alone``: one process back to back;
+  ``--no-slowest``, ``--statistic median``), replayed on this machine's calibrated cluster
+  (``Cluster.local``; ``distml-lab calibrate --world N`` first) with the latency of the
+  waiting primitive, the ranks sharing the host's cores
+  (:class:`lab.tensor_parallel.SharedCores`);
 * **measured** — :class:`backends.tensor_parallel.ParallelGPT` trained on real processes,
-  the slowest rank's step, median (p10, p90) of barrier-aligned repeats, all the world's grids
-  timed in interleaved rounds in ONE spawned group.
+  the slowest rank's time per step, median (p10, p90) of barrier-aligned repeats of
+  ``--steps`` (3) steps back to back — as training runs them; one step after a barrier
+  would add the barrier's release skew — all the world's grids timed in interleaved rounds
+  in ONE spawned group.
 
 Also times our :class:`~backends.tensor_parallel.ParallelMLP` against PyTorch's
 ``parallelize_module`` (ColwiseParallel / RowwiseParallel) side by side in the same rounds:

@@ -1,15 +1,23 @@
 """Tensor parallelism on this machine: the small GPT's step predicted and measured (ch. 12).
 
-* **profile** (:func:`profile_ops`) — ONE process runs a rank's training step of a ``t × d``
-  grid with every collective replaced by a local stand-in
-  (:class:`backends.tensor_parallel.ProfileGroup`): the median seconds of compute between
+* **profile** (:func:`profile_ops`, :func:`profile_stages`) — a rank's training step (or each
+  pipeline stage's pieces) run with every collective replaced by a local stand-in
+  (:class:`backends.tensor_parallel.ProfileGroup`): the seconds of compute between
   consecutive collectives, and each collective's kind, group and bytes — a compute profile
-  (a primitive), in the order the rank runs it;
+  (a primitive), in the order the rank runs it. *How* each piece is timed
+  (:class:`Conditions`): on ``min(world, cores)`` processes at once, each stand-in a real
+  blocking wait (one tiny ring step among them, :func:`wait_step`) because compute right
+  after a thread slept runs much slower on this VM than in a warm loop; each piece at its
+  slowest copy (a collective waits for the slowest rank); the mean over the samples (a
+  chain costs the sum of the means); and, by default, in the same rounds as the measured
+  steps (:func:`measure_rank` with ``profile_copies``), because the host drifts from minute
+  to minute;
 * **predict** (:func:`predict`) — the simulator replays those ops on every rank of this
-  machine's calibrated cluster (``Cluster.local``): compute on a
-  :class:`~simulator.core.cores.CorePool` of the host's cores (ranks are processes that
-  time-share them), the all-reduces as gloo runs them, each segment a wait of its own
-  (:func:`simulator.ddp.waited_gloo_all_reduce`), the all-gathers as gloo runs them too
+  machine's calibrated cluster (``Cluster.local``, its latency from the waiting primitive
+  :func:`ring_steps`, :func:`waiting_cluster`): compute on a :class:`SharedCores` pool of
+  the host's cores (ranks are processes that time-share them), the all-reduces as gloo runs
+  them, each segment a wait of its own (:func:`simulator.ddp.waited_gloo_all_reduce`), the
+  all-gathers as gloo runs them too, two half-chunk messages per step
   (:func:`simulator.tensor_parallel.waited_gloo_all_gather`), the reduce-scatters as the
   lab's ring (:func:`simulator.collectives.reduce_scatter.ring_reduce_scatter`), each on its
   tensor or data group — the structure of :mod:`simulator.tensor_parallel`'s iteration
@@ -17,7 +25,8 @@
   all-reduce, then the optimizer), with measured compute instead of FLOPs at a GPU's peak;
 * **measure** (:func:`measure_rank`) — the real step of
   :class:`backends.tensor_parallel.ParallelGPT` on spawned processes, barrier-aligned
-  repeats, the slowest rank's time (:func:`backends.measure.measure_many`).
+  repeats of a few steps back to back (per step), the slowest rank's time
+  (:func:`backends.measure.measure_many`).
 
 Nothing here is fitted to the measured steps.
 """
