@@ -67,11 +67,14 @@ class CorePool:
         if version != self._version:
             return  # a start or finish since then rescheduled
         self._advance()
-        # finish every job within rounding of zero, then share the cores anew
-        for key, (remaining, done, _, _) in list(self._jobs.items()):
-            if remaining <= 1e-12 * max(1.0, self._last):
-                del self._jobs[key]
-                done.succeed()
+        # finish every job within rounding of zero — or whose time left is below what the
+        # clock can still add to ``now`` (many sub-µs pieces at a late instant would otherwise
+        # wake the pool at the same instant forever) — then share the cores anew
+        now = self._last
+        done = [key for key, job in self._jobs.items()
+                if job[0] <= 1e-12 * max(1.0, now) or now + job[0] / self._rate(job) <= now]
+        for key in done:
+            self._jobs.pop(key)[1].succeed()
         self._reschedule()
 
     def run(self, seconds: float, together_s: float | None = None
