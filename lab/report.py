@@ -71,7 +71,8 @@ def build_report(out: Path, quick: bool = False, calibration: str | Path | None 
             write_json({"records": rows}, tmp / f"{twin.name}.json")
             plot_compare(records, tmp / f"{twin.name}.png")
             world, nbytes = tworlds[-1], sizes[-1]
-            predicted = twin.simulate(Cluster.local(world, path=calibration), nbytes).trace
+            machine = Cluster.local(world, path=calibration, exchange_bus=True)  # as compare
+            predicted = twin.simulate(machine, nbytes).trace
             measured = measured_trace(twin, world, nbytes)
             predicted.write_chrome(tmp / f"{twin.name}.predicted.trace.json", "predicted")
             measured.write_chrome(tmp / f"{twin.name}.measured.trace.json", "measured")
