@@ -365,17 +365,10 @@ def costs(entry: CalibrationEntry, world: int, primitives: Primitives) -> Horovo
     """The engine's costs on the calibrated machine.
 
     * Fused all-reduces of at least :data:`lab.calibrate.EXCHANGE_MIN_BYTES` (where the
-      calibration's exchange measurement starts) on the calibrated cluster — bandwidth-bound,
-      run on the shared cores with the measured interference. In a ring every rank sends
-      at once, so no segment travels alone: each pays the latency of the calibration's
-      concurrent exchanges (``bus_latency_s``, the fit's intercept), the first of a step
-      too — not the idle ping-pong's α, which the network model would give the first of
-      two messages starting together (at 2 ranks a step of the ring *is* that exchange: 1 MiB
-      calibrated at 0.69 ms, 0.55 with α for the first). The segments (64 KiB–1 MiB) are
-      the exchanges' sizes, not the chain of dependent 4 KiB messages
-      (``chain_latency_s``: up to 1.8 ms a step at 4 ranks on 2 cores, a wait for a time
-      slice that gloo's busy threads streaming megabytes do not pay per segment — measured
-      alone at 4 ranks, 24 MiB take 36–38 ms, the chain latency would predict 49–58);
+      calibration's exchange measurement starts) on the calibrated cluster as gloo's ring
+      sees it (:func:`lab.ddp.gloo_ring_cluster`: every segment pays the concurrent
+      exchanges' latency, not the chain of dependent 4 KiB messages) — bandwidth-bound,
+      run on the shared cores with the measured interference;
     * smaller ones and the negotiation's bit vector (:func:`negotiation_bytes`, int64
       words) — latency-bound — as a chain of waits, one per segment received
       (:func:`simulator.ddp.waited_gloo_all_reduce`), each costing the mean ring step of
@@ -387,6 +380,7 @@ def costs(entry: CalibrationEntry, world: int, primitives: Primitives) -> Horovo
 
     A latency of 0 means "not measured": the calibrated cluster prices everything."""
     from lab.calibrate import EXCHANGE_MIN_BYTES
+    from lab.ddp import gloo_ring_cluster
     from lab.tensor_parallel import WAIT_BYTES
     from simulator.ddp import gloo_ring_all_reduce, waited_gloo_all_reduce
 
@@ -394,9 +388,7 @@ def costs(entry: CalibrationEntry, world: int, primitives: Primitives) -> Horovo
         return Cluster.from_calibration(replace(entry, latency_s=latency_s,
                                                 bus_latency_s=latency_s), world_size=world)
 
-    cluster = Cluster.from_calibration(
-        replace(entry, latency_s=max(entry.latency_s, entry.bus_latency_s), chain_latency_s=[]),
-        world_size=world)
+    cluster = gloo_ring_cluster(entry, world)
     tensors = len(primitives.workload.param_sizes)
     optimizer_Bps = primitives.workload.param_bytes / max(primitives.optimizer_s, 1e-12)
     if world < 2 or primitives.small_latency_s <= 0:
