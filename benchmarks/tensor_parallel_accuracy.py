@@ -21,7 +21,7 @@ For the chapter's small GPT (2 layers, h = 32, 4 heads, vocabulary 64, sequence 
   ``--no-slowest``, ``--statistic median``), replayed on this machine's calibrated cluster
   (``Cluster.local``; ``distml-lab calibrate --world N`` first) with the latency of the
   waiting primitive, the ranks sharing the host's cores
-  (:class:`lab.tensor_parallel.SharedCores`);
+  (:class:`simulator.core.cores.CorePool`);
 * **measured** — :class:`backends.tensor_parallel.ParallelGPT` trained on real processes,
   the slowest rank's time per step, median (p10, p90) of barrier-aligned repeats of
   ``--steps`` (3) steps back to back — as training runs them; one step after a barrier

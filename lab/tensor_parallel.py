@@ -14,10 +14,11 @@
   to minute;
 * **predict** (:func:`predict`) — the simulator replays those ops on every rank of this
   machine's calibrated cluster (``Cluster.local``, its latency from the waiting primitive
-  :func:`ring_steps`, :func:`waiting_cluster`): compute on a :class:`SharedCores` pool of
-  the host's cores (ranks are processes that time-share them), the all-reduces as gloo runs
-  them, each segment a wait of its own (:func:`simulator.ddp.waited_gloo_all_reduce`), the
-  all-gathers as gloo runs them too, two half-chunk messages per step
+  :func:`ring_steps`, :func:`waiting_cluster`): compute on a
+  :class:`~simulator.core.cores.CorePool` of the host's cores (ranks are processes that
+  time-share them), the all-reduces as gloo runs them, each segment a wait of its own
+  (:func:`simulator.ddp.waited_gloo_all_reduce`), the all-gathers as gloo runs them too,
+  two half-chunk messages per step
   (:func:`simulator.tensor_parallel.waited_gloo_all_gather`), the reduce-scatters as the
   lab's ring (:func:`simulator.collectives.reduce_scatter.ring_reduce_scatter`), each on its
   tensor or data group — the structure of :mod:`simulator.tensor_parallel`'s iteration
@@ -36,11 +37,10 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Generator, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import simpy
 import torch
 
 from backends import tensor_parallel as tp
@@ -336,29 +336,6 @@ def _stage_pieces(point: GridPoint, log: list[tuple[Any, ...]], cond: Conditions
     return pieces, assemble
 
 
-class SharedCores(CorePool):
-    """:class:`~simulator.core.cores.CorePool` that also finishes a job whose time left is
-    below the float resolution of the clock.
-
-    ``CorePool`` finishes a job once its remaining share of work is below ``1e-12 · now``;
-    with many short pieces sharing the cores (four ranks on two, a piece of 0.2 µs at
-    ``now`` ≈ 0.04 s) a remainder just above that bound can need less time than the clock can
-    add to ``now``: the pool then wakes at the same instant forever. Here such a job is
-    done."""
-
-    def _wake(self, dt: float, version: int) -> Generator[simpy.Event, Any, None]:
-        yield self.env.timeout(dt)
-        if version != self._version:
-            return  # a start or finish since then rescheduled
-        self._advance()
-        now = self._last
-        done = [key for key, job in self._jobs.items()
-                if job[0] <= 1e-12 * max(1.0, now) or now + job[0] / self._rate(job) <= now]
-        for key in done:
-            self._jobs.pop(key)[1].succeed()
-        self._reschedule()
-
-
 def _replay(comm: SimComm, ops: Sequence[Op], groups: dict[str, SimComm | None],
             pool: CorePool | None) -> SimGen:
     """Run ``ops`` on this rank: compute on the shared cores, collectives on the groups:
@@ -394,7 +371,7 @@ def _groups(comm: SimComm, point: GridPoint) -> dict[str, SimComm | None]:
 def _pool(comm: SimComm, shared: dict[str, Any]) -> CorePool | None:
     if math.isinf(shared["cores"]):
         return None
-    pool: CorePool = shared.setdefault("pool", SharedCores(comm.env, shared["cores"]))
+    pool: CorePool = shared.setdefault("pool", CorePool(comm.env, shared["cores"]))
     return pool
 
 

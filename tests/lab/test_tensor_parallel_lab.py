@@ -149,25 +149,3 @@ def test_measure_rank_profiles_in_the_same_rounds():
     assert [kinds(s.forward) for s in staged] == [kinds(s.forward) for s in alone]
     assert [s.activation_bytes for s in staged] == [s.activation_bytes for s in alone]
     assert got["points"][0]["median_s"] > 0 and got["exchange_s"] >= 0
-
-
-@pytest.mark.timeout(10)
-def test_shared_cores_finish_pieces_below_the_clocks_resolution():
-    """Four 0.19 µs pieces on two cores at t ≈ 0.044 s: a remainder just above CorePool's
-    bound needs less time than the clock can add, and CorePool woke forever at one instant."""
-    import simpy
-
-    from lab.tensor_parallel import SharedCores
-
-    env = simpy.Environment()
-    pool = SharedCores(env, 2)
-    start, piece = 0.04442452398067192, 1.8626161940645442e-07
-
-    def job():
-        yield env.timeout(start)
-        yield from pool.run(piece)
-
-    for _ in range(4):
-        env.process(job())
-    env.run()
-    assert env.now == pytest.approx(start + 2 * piece, abs=1e-15)
