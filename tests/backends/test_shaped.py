@@ -77,8 +77,9 @@ def test_a_failing_rank_is_named_and_nothing_is_left_behind():
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_to_the_launcher_leaves_nothing_behind(tmp_path, sig):
     marker = tmp_path / "rank"
-    code = ("import sys; from backends.launch import spawn\n"
+    code = ("import faulthandler, signal, sys; from backends.launch import spawn\n"
             "from tests.backends.shaped_fns import block_forever\n"
+            "faulthandler.register(signal.SIGUSR1, all_threads=True)\n"
             "if __name__ == '__main__':\n"
             "    try:\n"
             f"        spawn(block_forever, 2, {str(marker)!r}, network='shaped', "
@@ -87,9 +88,10 @@ def test_a_signal_to_the_launcher_leaves_nothing_behind(tmp_path, sig):
             "        sys.exit(130)\n")
     script = tmp_path / "launcher.py"
     script.write_text(code)
+    stderr = (tmp_path / "launcher.err").open("w+")
     proc = subprocess.Popen([sys.executable, str(script)], cwd=ROOT,
                             env={**os.environ, "PYTHONPATH": str(ROOT)},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=stderr)
     try:
         end = time.monotonic() + 40
         while not all(Path(f"{marker}.{r}").exists() for r in range(2)):
@@ -99,8 +101,16 @@ def test_a_signal_to_the_launcher_leaves_nothing_behind(tmp_path, sig):
         pids = [int(Path(f"{marker}.{r}").read_text()) for r in range(2)]
         assert len(_mine(proc.pid)) == 3  # bridge + two ranks, while running
         proc.send_signal(sig)
-        assert proc.wait(timeout=20) == 130
+        try:
+            code = proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:  # say where the launcher is stuck: its stacks
+            proc.send_signal(signal.SIGUSR1)
+            time.sleep(1.0)
+            stderr.seek(0)
+            pytest.fail(f"the launcher did not exit within 20 s of {sig.name}:\n{stderr.read()}")
+        assert code == 130
     finally:
+        stderr.close()
         if proc.poll() is None:
             proc.kill()
             proc.wait()
