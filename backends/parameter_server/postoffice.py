@@ -42,6 +42,9 @@ ALL_GROUPS = SCHEDULER | SERVER_GROUP | WORKER_GROUP
 LIVENESS_PERIOD_S = 0.3
 """How often a waiting node checks that its peers' processes still exist, s (PS-Lite sends
 heartbeats to the scheduler instead; on one host the process table answers directly)."""
+DEATH_SETTLE_S = 1.0
+"""How long a node whose connection closed waits for the process table to show the dead peer,
+s: a process's sockets close as it exits, a moment before it is gone from the table."""
 ROLE_NAMES = {SCHEDULER: "scheduler", SERVER_GROUP: "server", WORKER_GROUP: "worker"}
 
 __all__ = ["ALL_GROUPS", "SCHEDULER", "SERVER_GROUP", "WORKER_GROUP", "NodeFailure",
@@ -255,7 +258,14 @@ class Postoffice:
             self._last_liveness = now
             dead = self.dead_nodes()
         if dead or self.van.error is not None:
-            dead = dead or self.dead_nodes()
+            # a dying process closes its sockets before the process table shows it gone: give
+            # the table a moment to name the dead peer before blaming a closed connection
+            settle = time.monotonic() + DEATH_SETTLE_S
+            while not dead:
+                dead = self.dead_nodes()
+                if dead or time.monotonic() > settle:
+                    break
+                time.sleep(0.02)
             who = (", ".join(self.describe(n) for n in dead) + " died" if dead
                    else "a peer closed its connection")
             why = f" ({self.van.error.splitlines()[0]})" if self.van.error else ""

@@ -80,6 +80,9 @@ def test_a_signal_to_the_launcher_leaves_nothing_behind(tmp_path, sig):
     code = ("import faulthandler, signal, sys; from backends.launch import spawn\n"
             "from tests.backends.shaped_fns import block_forever\n"
             "faulthandler.register(signal.SIGUSR1, all_threads=True)\n"
+            # a shell's background job starts with SIGINT ignored (and Python keeps it so):
+            # this launcher stands for one run in a terminal, where Ctrl-C interrupts
+            "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
             "if __name__ == '__main__':\n"
             "    try:\n"
             f"        spawn(block_forever, 2, {str(marker)!r}, network='shaped', "
