@@ -8,9 +8,9 @@ For notebook 07 and ``benchmarks/horovod_accuracy.py``:
   scaled to the whole model's forward and backward timed with ``min(world, cores)`` copies
   computing at once, the SGD step, the 8-byte message latencies of
   :func:`small_message_latency_s` (idle, and beside computing main threads), the
-  compute/communication interference of :func:`lab.ddp.interference`, the mean ring step of
-  :func:`ring_step_s` (what each wait of a tiny all-reduce costs) and the idle engine's CPU
-  per cycle of :func:`cycle_cpu_s` — primitives only;
+  compute/communication interference of :func:`lab.ddp.interference`, and, in one launch
+  (:func:`waits_and_cycles`), the mean ring step (what each wait of a tiny all-reduce costs)
+  and the idle engine's CPU per cycle — primitives only;
 * :func:`costs` → :class:`simulator.horovod.HorovodCosts` from a calibration entry and the
   primitives; :func:`predict` → :class:`simulator.horovod.HorovodPrediction` (step time,
   cycles, fused all-reduces, exposed communication, a timeline named as the engine names its
@@ -116,9 +116,9 @@ class Primitives:
             interference`), or ``None``.
         ring_step_s: one step of a ring of tiny messages among all ranks, every rank sending
             to its left neighbour and waiting for its right one's, back to back — the mean
-            (:func:`ring_step_s`; 0: not measured), s.
+            (:func:`waits_and_cycles`; 0: not measured), s.
         cycle_cpu_s: CPU time one cycle of the idle engine takes on each rank, all its
-            threads (:func:`cycle_cpu_s`; 0: not measured), s.
+            threads (:func:`waits_and_cycles`; 0: not measured), s.
     """
 
     workload: Workload
@@ -269,13 +269,21 @@ def small_message_latency_s(world: int, rounds: int = 100, repeats: int = 5
 
 
 RING_STEP_COUNT = 16
-"""Dependent ring steps per timed call of :func:`ring_step_s`."""
+"""Dependent ring steps per timed call of :func:`_ring_steps_rank`."""
 
 
 def _ring_steps_rank(count: int, repeats: int) -> float:
-    """Rank function: the mean time of one of ``count`` back-to-back ring steps of
-    :data:`lab.tensor_parallel.WAIT_BYTES` (:func:`lab.tensor_parallel.ring_steps`, no
-    compute), the slowest rank's, over ``repeats`` barrier-aligned calls, s."""
+    """Rank function: what one wait of a tiny ring all-reduce costs with the main threads
+    idle, s — a step of a ring of :data:`lab.tensor_parallel.WAIT_BYTES` messages among all
+    ranks (each sends to its left neighbour and blocks until its right one's arrives,
+    :func:`lab.tensor_parallel.ring_steps`, no compute), the *mean* of ``count`` back-to-back
+    steps, over ``repeats`` barrier-aligned calls — a point-to-point primitive.
+
+    A tiny all-reduce (a bias's 4 KiB, the negotiation's bit vector) is a chain of such
+    waits — gloo's worker thread sleeps on every segment and is woken when it arrives
+    (:func:`simulator.ddp.waited_gloo_all_reduce`) — and on this 2-core VM a wait is
+    bimodal: mostly 0.1–0.3 ms, sometimes a scheduler tick (4 ms). A step holds many of them,
+    so it pays their mean (0.3 ms a step at 2 ranks, 0.5 at 4)."""
     import torch
 
     from backends.measure import measure
@@ -286,29 +294,15 @@ def _ring_steps_rank(count: int, repeats: int) -> float:
     return statistics.mean(timing.samples_s) / count
 
 
-def ring_step_s(world: int, count: int = RING_STEP_COUNT, repeats: int = 10) -> float:
-    """What one wait of a tiny ring all-reduce costs with the main threads idle, s: a step of
-    a ring of 4 KiB messages among all ``world`` ranks (each sends to its left neighbour and
-    blocks until its right one's arrives, :func:`lab.tensor_parallel.ring_steps`), the *mean*
-    of back-to-back steps — a point-to-point primitive.
-
-    A tiny all-reduce (a bias's 4 KiB, the negotiation's bit vector) is a chain of such
-    waits — gloo's worker thread sleeps on every segment and is woken when it arrives
-    (:func:`simulator.ddp.waited_gloo_all_reduce`) — and on this 2-core VM a wait is
-    bimodal: mostly 0.1–0.3 ms, sometimes a scheduler tick (4 ms). A step holds many of them,
-    so it pays their mean (0.3 ms a step at 2 ranks, 0.5 at 4)."""
-    from backends.launch import spawn
-
-    if world < 2:
-        return 0.0
-    return float(statistics.median(spawn(_ring_steps_rank, world, count, repeats,
-                                         timeout=120)))
-
-
 def _idle_cycles_rank(cycle_time_ms: float, seconds: float) -> float:
-    """Rank function: CPU seconds this process spends per cycle of the engine with nothing
-    to do (``hvd.init``, no tensors) over ``seconds`` — every thread's: the background
-    thread's bookkeeping and gloo's threads carrying the negotiation."""
+    """Rank function: the CPU one cycle of the idle engine costs this rank, s — the process
+    runs ``backends.horovod`` with no tensors for ``seconds`` (the main thread sleeps); its
+    CPU time over its cycles, every thread's: the background thread's bookkeeping and gloo's
+    threads carrying the negotiation.
+
+    The simulated background thread spends it on the shared cores every cycle: on this
+    2-core VM 0.1–0.2 ms a cycle at 2 ranks, so at a 1 ms cycle time two engines keep a
+    third of a core busy, which the computing main threads lose."""
     import torch
 
     import backends.horovod as hvd
@@ -325,22 +319,6 @@ def _idle_cycles_rank(cycle_time_ms: float, seconds: float) -> float:
     return float(cpu / max(cycles, 1))
 
 
-def cycle_cpu_s(world: int, cycle_time_ms: float = 1.0, seconds: float = 0.6) -> float:
-    """The CPU one cycle of the idle engine costs each rank, s (median over ranks) — a
-    primitive: ``world`` processes run ``backends.horovod`` with no tensors for ``seconds``;
-    a cycle's CPU time is the process's CPU time over its cycles (the main thread sleeps).
-
-    The simulated background thread spends it on the shared cores every cycle: on this
-    2-core VM 0.1–0.2 ms a cycle at 2 ranks, so at a 1 ms cycle time two engines keep a
-    third of a core busy, which the computing main threads lose."""
-    from backends.launch import spawn
-
-    if world < 2:
-        return 0.0
-    return float(statistics.median(spawn(_idle_cycles_rank, world, cycle_time_ms, seconds,
-                                         timeout=60)))
-
-
 def _waits_and_cycles_rank(count: int, repeats: int, cycle_time_ms: float,
                            seconds: float) -> tuple[float, float]:
     """Rank function: :func:`_ring_steps_rank` then :func:`_idle_cycles_rank`, one launch."""
@@ -350,7 +328,9 @@ def _waits_and_cycles_rank(count: int, repeats: int, cycle_time_ms: float,
 
 def waits_and_cycles(world: int, count: int = RING_STEP_COUNT, repeats: int = 10,
                      cycle_time_ms: float = 1.0, seconds: float = 0.6) -> tuple[float, float]:
-    """:func:`ring_step_s` and :func:`cycle_cpu_s` measured in one launch, s."""
+    """Two primitives measured in one launch of ``world`` processes, s (medians over ranks):
+    the mean ring step of a tiny all-reduce's waits (:func:`_ring_steps_rank`) and the idle
+    engine's CPU per cycle (:func:`_idle_cycles_rank`); ``(0, 0)`` for one rank."""
     from backends.launch import spawn
 
     if world < 2:

@@ -207,12 +207,13 @@ def app_echo(fan_ins: tuple[int, ...], rounds: int = 300,
     it has answered every request, a sender's until its last answer came back.
     """
     import torch
+    import torch.distributed as dist
 
     from backends.parameter_server.kv_app import SimpleApp
     from backends.parameter_server.message import Message
     from backends.parameter_server.postoffice import ALL_GROUPS, Postoffice
 
-    po = Postoffice(1, _world_size() - 2, 1, timeout_s=60.0)
+    po = Postoffice(1, dist.get_world_size() - 2, 1, timeout_s=60.0)
     app = SimpleApp(0, po)
     answered, cond = [0], threading.Condition()
 
@@ -250,13 +251,6 @@ def app_echo(fan_ins: tuple[int, ...], rounds: int = 300,
         out.append(row)
     po.finalize()
     return out
-
-
-def _world_size() -> int:
-    """The world size of the default process group."""
-    import torch.distributed as dist
-
-    return dist.get_world_size()
 
 
 def measure_van_link(world: int, fan_ins: tuple[int, ...] | None = None,
