@@ -18,7 +18,10 @@ rank's wait, the chain of dependent exchanges, is timed again in those same roun
 way, and the predictions use it (the entry so changed is kept as
 ``OUT/collectives_calibration_rounds.json``): on this host how often a woken rank waits a
 scheduler tick comes and goes in spells, and a primitive measured minutes earlier misses them.
-``--chain calibration`` predicts from the calibration's own chain.
+``--chain calibration`` predicts from the calibration's own chain. Each point is predicted as it
+was measured: the simulated twin runs as many calls back to back as the measurement did (the
+``calls`` column) and the time per call is compared, with gloo's receiver-driven sends (a send
+waits for the receiver's posted receive and its calibrated receive-ready notice).
 ``--method single``: one launch per algorithm and world, single calls timed
 between barriers, PyTorch's built-in timed side by side (:func:`lab.compare.compare`).
 Writes every point (prediction, measured median/p10/p90, error, busbw) to

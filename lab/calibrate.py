@@ -20,6 +20,17 @@ Only primitives are measured (DESIGN.md, "The lab"):
   among ``k`` in flight pays before its bytes move. With more runnable threads than cores (4
   ranks, each a main thread plus gloo's I/O thread, on 2 cores) a woken receiver waits for a
   time slice — up to a scheduler tick (4 ms at 250 Hz) — so this grows with ``k``;
+* **receive-ready notice** — gloo moves a message's bytes only once the receiver has posted
+  its receive and said so (a "receive ready" notice back to the sender). Ranks 0 and 1 time,
+  on the host's shared monotonic clock, a message to a receive posted early (send posted →
+  receive done) and to one posted :data:`LATE_RECEIVE_S` after its send (receive posted →
+  done); the difference of the medians is what the notice adds
+  (:func:`ready_notice_step`, ``Cluster.ready_notice_s``). It is a few bytes handled by
+  gloo's I/O threads: well below the ping-pong's α, which pays two Python wake-ups;
+* **posting** (LogP's *o*) — every rank posts an ``irecv`` from its partner (``r xor 1``) and an
+  ``isend`` to it, back to back, and times the two calls alone (the waits follow, untimed);
+  half the median is what one post costs a rank (:func:`post_pair`,
+  ``Cluster.post_overhead_s``);
 * **reduction** (γ) — ``a.add_(b)`` on float32 buffers, in every rank at once;
 * **copy** — ``dst.copy_(src)``, in every rank at once;
 * **compute** — a float32 matmul, in every rank at once (FLOP/s per rank);
@@ -137,6 +148,62 @@ def chain_step(k: int, send: Any, recv: Any) -> None:
                 work.wait()
 
 
+LATE_RECEIVE_S = 1e-3
+"""How long after its send the late receive of the notice primitive is posted, s: far longer
+than a small message takes, so the send is surely waiting for the notice (the receiving rank
+spins meanwhile, staying on its core)."""
+
+
+def ready_notice_step(buf: Any, stamps: Any, early: list[float], late: list[float]) -> None:
+    """One sample of each half of the notice primitive (ranks 0 and 1; others stay out but
+    join the barriers): ``early`` gets send-posted → receive-done of a receive posted before
+    the send, ``late`` receive-posted → done of one posted :data:`LATE_RECEIVE_S` after it
+    (both on rank 0, in s)."""
+    import time
+
+    import torch.distributed as dist
+
+    rank = dist.get_rank()
+    for posted_late in (False, True):
+        stamps.zero_()
+        pending = dist.irecv(buf, 0) if rank == 1 and not posted_late else None
+        dist.barrier()
+        if rank == 0:
+            stamps[0] = time.perf_counter()
+            dist.send(buf, 1)
+        elif rank == 1:
+            if posted_late:
+                until = time.perf_counter() + LATE_RECEIVE_S
+                while time.perf_counter() < until:
+                    pass
+                stamps[0] = time.perf_counter()
+                dist.recv(buf, 0)
+            else:
+                assert pending is not None
+                pending.wait()
+            stamps[1] = time.perf_counter()
+        dist.all_reduce(stamps)  # rank 1's stamps reach rank 0 (the others add zeros)
+        if rank == 0:
+            (late if posted_late else early).append(float(stamps[1] - stamps[0]))
+
+
+def post_pair(send: Any, recv: Any, times: list[float]) -> None:
+    """Post a receive from the partner (``r xor 1``) and a send to it, time the two calls
+    alone, then wait for both (a rank without a partner stays out)."""
+    import time
+
+    import torch.distributed as dist
+
+    peer = dist.get_rank() ^ 1
+    if peer < dist.get_world_size():
+        start = time.perf_counter()
+        works = (dist.irecv(recv, peer), dist.isend(send, peer))
+        times.append(time.perf_counter() - start)
+        for work in works:
+            if work is not None:
+                work.wait()
+
+
 SEND_BUFFER_PROBE_S = 0.6
 """On a shaped network the send-buffer probe's message crosses the calibrated link in about
 this many seconds (8 MiB at 100 Mbit/s): well above any socket send buffer (Linux's default
@@ -210,6 +277,18 @@ def measure_primitives(sizes: Sequence[int], repeats: int, shift: bool = False,
     chain = measure_many([functools.partial(chain_step, k, token, slot)
                           for k in range(2, world + 1)], repeats=repeats, inner=CHAIN_STEPS)
 
+    stamps = torch.zeros(2, dtype=torch.float64)
+    early: list[float] = []
+    late: list[float] = []
+    for _ in range(repeats):
+        ready_notice_step(token, stamps, early, late)
+    notice_s = max(0.0, float(np.median(late) - np.median(early))) if early else 0.0
+    posts: list[float] = []
+    for _ in range(repeats):
+        dist.barrier()
+        post_pair(token, slot, posts)
+    post_s = float(np.median(posts)) / 2 if posts else 0.0
+
     send_return_s = 0.0
     if probe_bytes > 0:
         probe, ack = torch.zeros(probe_bytes, dtype=torch.uint8), torch.zeros(1,
@@ -231,7 +310,9 @@ def measure_primitives(sizes: Sequence[int], repeats: int, shift: bool = False,
             "exchange_times_s": [t.median_s for t in exchange],
             "chain_latency_s": [t.median_s for t in chain], "reduce_Bps": 4 * elems / reduce_s,
             "memcpy_Bps": 4 * elems / copy_s, "flops_per_s": 2 * m**3 / mm_s,
-            "send_return_s": send_return_s, "torch_version": torch.__version__}
+            "send_return_s": send_return_s, "ready_notice_s": notice_s,
+            "post_overhead_s": post_s,
+            "torch_version": torch.__version__}
 
 
 def link_fit(sizes: Sequence[float], times_s: Sequence[float]) -> Fit:
@@ -324,6 +405,8 @@ def calibrate(world_size: int = 2, backend: str = "gloo", sizes: Sequence[int] =
         torch_version=str(result["torch_version"]), network=key,
         chain_latency_s=list(result["chain_latency_s"]) if key == "loopback" else [],
         send_buffer_bytes=(send_buffer_bytes(probe, float(result["send_return_s"]),
-                                             fit.bandwidth_Bps) if shaped else None))
+                                             fit.bandwidth_Bps) if shaped else None),
+        ready_notice_s=float(result["ready_notice_s"]),
+        post_overhead_s=float(result["post_overhead_s"]))
     save_entry(entry, path)
     return entry

@@ -50,6 +50,7 @@ class Record:
     busbw_GBps: float = 0.0
     builtin_median_s: float | None = None
     builtin_busbw_GBps: float | None = None
+    calls: int = 1
 
 
 def closed_form(twin: Twin, cluster: Cluster, nbytes: int) -> float | None:
@@ -66,26 +67,35 @@ def closed_form(twin: Twin, cluster: Cluster, nbytes: int) -> float | None:
 
 def predict(twin: Twin, world: int, sizes: Sequence[int], cluster: str = "local",
             calibration: str | Path | None = None, backend: str = "gloo",
-            network: str = "loopback", bandwidth: str | Sequence[str | int] | None = None
-            ) -> list[dict[str, Any]]:
+            network: str = "loopback", bandwidth: str | Sequence[str | int] | None = None,
+            calls: Sequence[int] | None = None) -> list[dict[str, Any]]:
     """Simulated time (and closed form) of each size at one world size.
 
     ``network="shaped"`` (with ``cluster="local"``) predicts for this machine's ranks on the
     shaped network of ``bandwidth``: :meth:`Cluster.shaped`, from that network's calibration.
+    On loopback the ranks' sends are gloo's, receiver-driven
+    (:attr:`Cluster.receiver_driven_sends`).
+
+    ``calls`` (one per size): predict the time per call of that many calls run back to back
+    on every rank, as :func:`measure_sustained` times them (``None``: one call).
     """
     _check_world(twin, world)
     if network == "shaped" and cluster == "local":
         machine = Cluster.shaped(world, bandwidth or "1gbit", backend, calibration)
         cluster = machine.name
     elif cluster == "local":  # the collectives' loopback model (Cluster.from_calibration)
-        machine = Cluster.local(world, backend, calibration, exchange_bus=True)
+        machine = Cluster.local(world, backend, calibration, exchange_bus=True,
+                                receiver_driven=True)
     else:
         machine = preset(cluster, world, calibration, backend)
+    if calls is not None and len(calls) != len(sizes):
+        raise ValueError(f"{len(calls)} call counts for {len(sizes)} sizes")
     rows = []
-    for nbytes in sizes:
-        result = twin.simulate(machine, nbytes)
+    for i, nbytes in enumerate(sizes):
+        k = 1 if calls is None else calls[i]
+        result = twin.simulate(machine, nbytes, calls=k)
         rows.append({"twin": twin.name, "world": world, "bytes": nbytes,
-                     "predicted_s": result.makespan_s,
+                     "predicted_s": result.makespan_s / k, "calls": k,
                      "closed_form_s": closed_form(twin, machine, nbytes),
                      "cluster": cluster})
     return rows
@@ -286,6 +296,8 @@ def compare_sustained(names: Sequence[str], worlds: Sequence[int], sizes: Sequen
                       chain_calibration: str | Path | None = None) -> list[Record]:
     """Predict and measure every twin × size, one launch per world size, all points
     interleaved (:func:`measure_sustained`); the records in ``names`` × ``worlds`` order.
+    Each point is predicted as it was measured: as many calls back to back as the
+    measurement ran, time per call.
 
     ``chain_calibration``: a calibration file to which each world's entry is copied with its
     chain of dependent exchanges re-measured in the same rounds as the algorithms (the
@@ -312,9 +324,10 @@ def compare_sustained(names: Sequence[str], worlds: Sequence[int], sizes: Sequen
             save_entry(replace(entry, chain_latency_s=chain_s), chain_calibration)
             cal = chain_calibration
         for twin in twins:
-            predicted = predict(twin, world, sizes, "local", cal, backend)
-            for pred in predicted:
-                meas = measured[points.index((twin.name, pred["bytes"]))]
+            rows = [measured[points.index((twin.name, nbytes))] for nbytes in sizes]
+            predicted = predict(twin, world, sizes, "local", cal, backend,
+                                calls=[row["calls"] for row in rows])
+            for pred, meas in zip(predicted, rows, strict=True):
                 by_point[(twin.name, world, pred["bytes"])] = _record(twin, world, pred, meas)
     return [by_point[(t.name, w, n)] for t in twins for w in worlds for n in sizes]
 
@@ -333,7 +346,8 @@ def _record(twin: Twin, world: int, pred: dict[str, Any], meas: dict[str, Any]) 
         count=nbytes // twin.itemsize, dtype=twin.dtype, redop=twin.redop,
         algbw_GBps=algbw_GBps(nbytes, median), busbw_GBps=busbw_GBps(op, world, nbytes, median),
         builtin_median_s=builtin,
-        builtin_busbw_GBps=None if builtin is None else busbw_GBps(op, world, nbytes, builtin))
+        builtin_busbw_GBps=None if builtin is None else busbw_GBps(op, world, nbytes, builtin),
+        calls=pred.get("calls", 1))
 
 
 def median_abs_error(records: Sequence[Record]) -> float:

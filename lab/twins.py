@@ -2,7 +2,8 @@
 
 A :class:`Twin` ties together
 
-* ``simulate(cluster, nbytes)`` — runs the SimPy rank program, returns a ``SimResult``;
+* ``simulate(cluster, nbytes, calls=1)`` — runs the SimPy rank program (``calls`` times back
+  to back on every rank, as a benchmark loop does), returns a ``SimResult``;
 * ``closed_form(world, nbytes, alpha_s, beta_s_per_B)`` — the textbook formula, where one
   exists;
 * ``real_step(nbytes, tracer)`` — *inside a rank* of a real process group, allocates the
@@ -38,7 +39,7 @@ class Twin:
     name: str
     chapter: str
     summary: str
-    simulate: Callable[[Cluster, int], SimResult]
+    simulate: Callable[..., SimResult]
     real_step: Callable[[int, Any], Callable[[], None]]
     check: Callable[[int], None]
     closed_form: Callable[[int, int, float, float, float], float] | None = None
@@ -96,10 +97,10 @@ def _load_all() -> None:
         importlib.import_module(module)
 
 
-def spmd(program: Callable[..., Any], **kwargs: Any) -> Callable[[Cluster, int], SimResult]:
+def spmd(program: Callable[..., Any], **kwargs: Any) -> Callable[..., SimResult]:
     """``simulate`` for a rank program taking ``(comm, nbytes, **kwargs)``."""
 
-    def simulate(cluster: Cluster, nbytes: int) -> SimResult:
-        return run_spmd(cluster, program, nbytes, **kwargs)
+    def simulate(cluster: Cluster, nbytes: int, calls: int = 1) -> SimResult:
+        return run_spmd(cluster, program, nbytes, calls=calls, **kwargs)
 
     return simulate

@@ -48,13 +48,14 @@ def _extra(operation: str, algorithm: str) -> dict[str, Any]:
     return extra
 
 
-def _simulate(operation: str, algorithm: str) -> Callable[[Cluster, int], SimResult]:
+def _simulate(operation: str, algorithm: str) -> Callable[..., SimResult]:
     program = ALGORITHMS[operation][algorithm][0]
 
-    def simulate(cluster: Cluster, nbytes: int) -> SimResult:
+    def simulate(cluster: Cluster, nbytes: int, calls: int = 1) -> SimResult:
         n = effective_nbytes(operation, cluster.world_size, nbytes)
         run = _copy_input_first(program) if operation == "all_gather" else program
-        return run_spmd(cluster, run, n, itemsize=ITEMSIZE, **_extra(operation, algorithm))
+        return run_spmd(cluster, run, n, itemsize=ITEMSIZE, calls=calls,
+                        **_extra(operation, algorithm))
 
     return simulate
 

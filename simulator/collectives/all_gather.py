@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import math
 
-from simulator.collectives.exchange import chunk_nbytes, sendrecv
+from simulator.collectives.exchange import chunk_nbytes, posted_ahead_steps, sendrecv
 from simulator.collectives.schedule import Fold
 from simulator.core.comm import SimComm, SimGen
 
@@ -55,9 +55,9 @@ def ring_all_gather_chunks(comm: SimComm, sizes: list[int], mine: int) -> SimGen
     """
     p = comm.world_size
     right, left = (comm.rank + 1) % p, (comm.rank - 1) % p
-    for step in range(p - 1):
-        yield from sendrecv(comm, right, sizes[(mine - step) % p],
-                            left, sizes[(mine - step - 1) % p])
+    yield from posted_ahead_steps(
+        comm, [(right, left)] * (p - 1),
+        [(sizes[(mine - step) % p], sizes[(mine - step - 1) % p]) for step in range(p - 1)])
 
 
 def doubling_all_gather_chunks(comm: SimComm, fold: Fold, sizes: list[int]) -> SimGen:

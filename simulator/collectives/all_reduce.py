@@ -57,7 +57,11 @@ import numpy as np
 
 from simulator.collectives.all_gather import doubling_all_gather_chunks, ring_all_gather_chunks
 from simulator.collectives.broadcast import binomial_broadcast, binomial_broadcast_cost
-from simulator.collectives.exchange import buffer_nbytes, chunk_nbytes, sendrecv
+from simulator.collectives.exchange import (
+    buffer_nbytes,
+    chunk_nbytes,
+    posted_ahead_steps,
+)
 from simulator.collectives.reduce import binomial_reduce, binomial_reduce_cost
 from simulator.collectives.reduce_scatter import (
     fold_in,
@@ -121,12 +125,13 @@ def recursive_doubling_all_reduce(comm: SimComm, nbytes: int, itemsize: int = 4)
     yield from fold_in(comm, fold, n)
     me = fold.new_rank(comm.rank)
     if me is not None:
-        d = 1
-        while d < fold.size:
-            partner = fold.old_rank(me ^ d)
-            yield from sendrecv(comm, partner, n, partner, n)
+        partners = [fold.old_rank(me ^ (1 << k)) for k in range(fold.size.bit_length() - 1)]
+
+        def reduce_received(step: int) -> SimGen:
             yield from comm.reduce(n)
-            d *= 2
+
+        yield from posted_ahead_steps(comm, [(q, q) for q in partners],
+                                      [(n, n)] * len(partners), reduce_received)
     yield from _fold_out(comm, fold, n)
 
 

@@ -36,19 +36,21 @@ from __future__ import annotations
 
 import math
 
-from simulator.collectives.exchange import chunk_nbytes, sendrecv
+from simulator.collectives.exchange import chunk_nbytes, posted_ahead_steps, sendrecv
 from simulator.collectives.schedule import Fold
 from simulator.core.comm import SimComm, SimGen
 
 
 def ring_reduce_scatter_chunks(comm: SimComm, sizes: list[int]) -> SimGen:
     """Ring reduce-scatter of chunks of ``sizes`` bytes: afterwards chunk ``rank`` is reduced."""
-    p = comm.world_size
-    right, left = (comm.rank + 1) % p, (comm.rank - 1) % p
-    for step in range(p - 1):
-        got = sizes[(comm.rank - step - 2) % p]
-        yield from sendrecv(comm, right, sizes[(comm.rank - step - 1) % p], left, got)
-        yield from comm.reduce(got)
+    p, r = comm.world_size, comm.rank
+    right, left = (r + 1) % p, (r - 1) % p
+    swaps = [(sizes[(r - step - 1) % p], sizes[(r - step - 2) % p]) for step in range(p - 1)]
+
+    def reduce_received(step: int) -> SimGen:
+        yield from comm.reduce(swaps[step][1])
+
+    yield from posted_ahead_steps(comm, [(right, left)] * (p - 1), swaps, reduce_received)
 
 
 def fold_in(comm: SimComm, fold: Fold, nbytes: int) -> SimGen:

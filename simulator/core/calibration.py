@@ -63,6 +63,13 @@ class CalibrationEntry:
         send_buffer_bytes: on a shaped network, the bytes of a large message still unsent
             when a blocking send returns — the socket send buffer's payload capacity
             (``None``: not measured; :mod:`lab.calibrate`).
+        ready_notice_s: what gloo's receive-ready notice adds when a receive is posted after
+            its send — the time from posting a late receive to its completion, less a
+            message's one-way time to a receive posted early — s (``None``: not measured;
+            :mod:`lab.calibrate`).
+        post_overhead_s: the CPU time of posting one non-blocking send or receive (half of
+            posting an ``irecv`` and an ``isend`` back to back, every rank at once), s — LogP's
+            *o* (``None``: not measured; :mod:`lab.calibrate`).
     """
 
     host: str
@@ -86,6 +93,8 @@ class CalibrationEntry:
     network: str = "loopback"
     chain_latency_s: list[float] = field(default_factory=list)
     send_buffer_bytes: float | None = None
+    ready_notice_s: float | None = None
+    post_overhead_s: float | None = None
 
     @property
     def key(self) -> str:

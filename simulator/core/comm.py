@@ -17,9 +17,14 @@ An algorithm is written once per rank, SPMD style, as a generator function that 
 
 Messaging follows MPI/``torch.distributed`` rules: a send is *eager* (bytes start moving when it
 is posted), a receive completes when the matching message has arrived, and messages between
-the same two ranks with the same tag never overtake each other. Besides messages a rank can
-spend time on ``compute(flops)``, ``reduce(nbytes)`` and ``memcpy(nbytes)`` on its device,
-and account memory with ``alloc``/``free``.
+the same two ranks with the same tag never overtake each other. On a cluster with
+``receiver_driven_sends`` (gloo's TCP transport, :class:`Cluster`) a send's bytes wait instead
+for the receiver to post the matching receive and for its *receive-ready* notice to cross back
+(one path latency α): a sender that runs ahead of its receiver waits for it. Where the cluster
+has a ``post_overhead_s`` (LogP's *o*), posting a send or a receive takes that much of the
+rank's time: posts and local work on one rank queue one after another. Besides messages
+a rank can spend time on ``compute(flops)``, ``reduce(nbytes)`` and ``memcpy(nbytes)`` on its
+device, and account memory with ``alloc``/``free``.
 """
 
 from __future__ import annotations
@@ -68,9 +73,11 @@ class _World:
     network: Network
     trace: Trace | None
     arrivals: dict[tuple[Any, ...], simpy.Event] = field(default_factory=dict)
+    ready: dict[tuple[Any, ...], simpy.Event] = field(default_factory=dict)
     sent: dict[tuple[Any, ...], int] = field(default_factory=dict)
     received: dict[tuple[Any, ...], int] = field(default_factory=dict)
     memory: list[int] = field(default_factory=list)
+    posted_until: list[float] = field(default_factory=list)
     peak_memory: list[int] = field(default_factory=list)
     waiting: dict[int, str] = field(default_factory=dict)
     group_ids: dict[tuple[int, ...], int] = field(default_factory=dict)
@@ -80,6 +87,14 @@ class _World:
         event = self.arrivals.get(key)
         if event is None:
             event = self.arrivals[key] = self.env.event()
+        return event
+
+    def ready_notice(self, key: tuple[Any, ...]) -> simpy.Event:
+        """The event of one message's receive-ready notice reaching its sender (made by
+        whichever side comes first)."""
+        event = self.ready.get(key)
+        if event is None:
+            event = self.ready[key] = self.env.event()
         return event
 
     def group_id(self, ranks: tuple[int, ...]) -> int:
@@ -140,6 +155,20 @@ class SimComm:
             raise ValueError(f"rank {self.rank}: peer {peer} is not in a group of "
                              f"{self.world_size}")
 
+    def _post(self, tag: int) -> float:
+        """Charge this rank one post's CPU time (the cluster's ``post_overhead_s``, LogP's
+        *o*) after whatever it is still posting or doing; the time the post is done, s."""
+        overhead = self._world.cluster.post_overhead_s
+        if not overhead or tag == _BARRIER_TAG:
+            return self.now
+        done = max(self.now, self._world.posted_until[self.global_rank]) + overhead
+        self._world.posted_until[self.global_rank] = done
+        return done
+
+    def _until(self, when: float) -> SimGen:
+        if when > self.now:
+            yield self.env.timeout(when - self.now)
+
     def isend(self, dst: int, nbytes: int, tag: int = 0) -> SimWork:
         """Start sending ``nbytes`` to group rank ``dst``; the work completes on delivery —
         or at once on a cluster whose sends are ``buffered`` (:attr:`Cluster.buffered_sends`:
@@ -154,7 +183,8 @@ class SimComm:
         buffered = cluster.buffered_sends and tag != _BARRIER_TAG
         returned = (self.env.event() if buffered and cluster.send_buffer_bytes is not None
                     else None)
-        delivery = self.env.process(self._deliver(dst, nbytes, (*key, seq), tag, returned))
+        delivery = self.env.process(self._deliver(dst, nbytes, (*key, seq), tag, returned,
+                                                  self._post(tag)))
         if returned is not None:
             return SimWork(returned)
         if buffered:
@@ -162,7 +192,11 @@ class SimComm:
         return SimWork(delivery)
 
     def _deliver(self, dst: int, nbytes: int, key: tuple[Any, ...], tag: int,
-                 returned: simpy.Event | None = None) -> SimGen:
+                 returned: simpy.Event | None = None, posted: float = 0.0) -> SimGen:
+        yield from self._until(posted)
+        if self._world.cluster.receiver_driven_sends and tag != _BARRIER_TAG:
+            yield self._world.ready_notice(key)
+            del self._world.ready[key]
         start = self.now
         yield from self._world.network.transfer(
             self.global_rank, self.ranks[dst], nbytes, returned,
@@ -177,11 +211,29 @@ class SimComm:
         key = self._key(src, self.rank, tag)
         seq = self._world.received.get(key, 0)
         self._world.received[key] = seq + 1
-        return SimWork(self.env.process(self._await(src, nbytes, (*key, seq), tag)))
+        posted = self._post(tag)
+        if self._world.cluster.receiver_driven_sends and tag != _BARRIER_TAG:
+            self.env.process(self._notify_ready(src, (*key, seq), posted))
+        return SimWork(self.env.process(self._await(src, nbytes, (*key, seq), tag, posted)))
 
-    def _await(self, src: int, nbytes: int | None, key: tuple[Any, ...], tag: int) -> SimGen:
+    def _notify_ready(self, src: int, key: tuple[Any, ...], posted: float = 0.0) -> SimGen:
+        """gloo's receive-ready notice: a small control message back to the sender; it takes
+        the cluster's ``ready_notice_s`` (or the idle path latency α), whatever else is in
+        flight (it carries no payload), from the moment the receive is posted."""
+        yield from self._until(posted)
+        latency = self._world.cluster.ready_notice_s
+        if latency is None:
+            latency = self._world.cluster.topology.path_latency_s(self.global_rank,
+                                                                  self.ranks[src])
+        if latency > 0:
+            yield self.env.timeout(latency)
+        self._world.ready_notice(key).succeed()
+
+    def _await(self, src: int, nbytes: int | None, key: tuple[Any, ...], tag: int,
+               posted: float = 0.0) -> SimGen:
         start = self.now
         got = yield self._world.arrival(key)
+        yield from self._until(posted)  # a message cannot complete a receive not yet posted
         del self._world.arrivals[key]  # matched: forget it, so long runs stay fast
         if nbytes is not None and got != nbytes:
             raise ValueError(f"rank {self.rank} expected {nbytes} B from rank {src} "
@@ -219,6 +271,8 @@ class SimComm:
     # -- local work -----------------------------------------------------------------------
 
     def _busy(self, kind: str, seconds: float, nbytes: int = 0, name: str = "") -> SimGen:
+        if self._world.posted_until:  # local work waits for the rank's own posts
+            yield from self._until(self._world.posted_until[self.global_rank])
         start = self.now
         yield self.env.timeout(seconds)
         self.span(kind, name or kind, start, nbytes)
@@ -276,8 +330,13 @@ Program = Callable[..., SimGen]
 
 
 def run_spmd(cluster: Cluster, program: Program, *args: Any, trace: bool = True,
-             **kwargs: Any) -> SimResult:
+             calls: int = 1, **kwargs: Any) -> SimResult:
     """Run ``program(comm, *args, **kwargs)`` on every rank of ``cluster``; return the result.
+
+    ``calls``: every rank runs the program that many times back to back (its return value is
+    the last call's), as a benchmark loop does; ``makespan_s / calls`` is then the time per
+    call of a sustained run, where a rank that finished call ``k`` starts call ``k + 1`` while
+    others are still busy with call ``k``.
 
     Raises:
         SimDeadlock: when events run out while a rank still waits, naming the ranks and what
@@ -286,11 +345,18 @@ def run_spmd(cluster: Cluster, program: Program, *args: Any, trace: bool = True,
     env = simpy.Environment()
     p = cluster.world_size
     world = _World(env, cluster, Network(env, cluster.topology), Trace() if trace else None,
-                   memory=[0] * p, peak_memory=[0] * p)
+                   memory=[0] * p, peak_memory=[0] * p,
+                   posted_until=[0.0] * p if cluster.post_overhead_s else [])
     finish = [0.0] * p
 
+    if calls < 1:
+        raise ValueError(f"calls must be >= 1, got {calls}")
+
     def rank_main(rank: int) -> SimGen:
-        value = yield from program(SimComm(world, rank), *args, **kwargs)
+        comm = SimComm(world, rank)
+        value = None
+        for _ in range(calls):
+            value = yield from program(comm, *args, **kwargs)
         finish[rank] = float(env.now)
         return value
 

@@ -82,6 +82,22 @@ class Cluster:
     of its bytes are still to move (Linux's TCP lets ``write`` return when the unsent rest fits
     in the socket's send buffer; Stevens, *UNIX Network Programming* §2.11); the transfer
     goes on. Measured by :mod:`lab.calibrate` on a shaped network.
+
+    ``receiver_driven_sends``: a send's bytes move only once the receiver has posted the
+    matching receive and its receive-ready notice has come back (one idle path latency α) —
+    gloo's TCP pair (``gloo/transport/tcp/pair.cc``: a send waits for the peer's
+    "receive ready" notification unless one has already arrived). A receive posted early costs
+    nothing; a sender that runs ahead of its receiver — the root of a tree broadcast started
+    again while its children still forward the last one — waits. Off by default (eager sends).
+    ``ready_notice_s``: what that notice takes to reach the sender, s (``None``: the path's
+    α). It is a few bytes handled by gloo's I/O threads, no Python wake-up, so on a host it
+    costs less than a ping-pong's α (:mod:`lab.calibrate` measures it: a receive posted late
+    against one posted early).
+
+    ``post_overhead_s``: the CPU time a rank spends posting one non-blocking send or receive,
+    s (LogP's *o*, Culler et al. 1993): a rank's posts and local work run one after another,
+    and a message leaves (or a receive is ready) only once posted. 0: free, as the α-β model
+    has it.
     """
 
     name: str
@@ -89,6 +105,9 @@ class Cluster:
     topology: Topology
     buffered_sends: bool = False
     send_buffer_bytes: float | None = None
+    receiver_driven_sends: bool = False
+    ready_notice_s: float | None = None
+    post_overhead_s: float = 0.0
 
     def __post_init__(self) -> None:
         if len(self.devices) != self.topology.world_size:
@@ -122,7 +141,8 @@ class Cluster:
 
     @classmethod
     def from_calibration(cls, entry: CalibrationEntry, world_size: int | None = None,
-                         contention: Contention = "fair", exchange_bus: bool = False) -> Cluster:
+                         contention: Contention = "fair", exchange_bus: bool = False,
+                         receiver_driven: bool = False) -> Cluster:
         """The simulated twin of a calibrated machine: ranks as processes on one host.
 
         Each rank is a CPU process. Its rates are the ones measured with ``entry.world_size``
@@ -142,6 +162,11 @@ class Cluster:
         calibrated): the bus's rate for messages that share it is fitted to the concurrent
         exchanges of bandwidth-bound sizes only (:func:`exchange_bus_Bps`), even where that
         is below B, while a message alone on the bus still moves at B.
+        ``receiver_driven``: sends wait for the receiver's receive-ready notice, as gloo's do
+        (:attr:`receiver_driven_sends`; loopback only, off: eager sends as calibrated); the
+        notice takes the calibrated ``ready_notice_s`` (α where it was not measured), and
+        posting a send or a receive the calibrated ``post_overhead_s`` (gloo's host-side cost,
+        measured with it).
         """
         if entry.network != "loopback":
             return cls.shaped_from(entry, world_size, contention=contention)
@@ -160,15 +185,20 @@ class Cluster:
                                        solo_bus_Bps=bus if shared else None)
         else:
             topo = Topology.fully_connected(world_size, link)
-        return cls.homogeneous(f"local-{entry.backend}x{world_size}", device, topo)
+        return replace(cls.homogeneous(f"local-{entry.backend}x{world_size}", device, topo),
+                       receiver_driven_sends=receiver_driven,
+                       ready_notice_s=entry.ready_notice_s,
+                       post_overhead_s=(entry.post_overhead_s or 0.0) if receiver_driven
+                       else 0.0)
 
     @classmethod
     def local(cls, world_size: int, backend: str = "gloo", path: str | Path | None = None,
-              host: str | None = None, exchange_bus: bool = False) -> Cluster:
+              host: str | None = None, exchange_bus: bool = False,
+              receiver_driven: bool = False) -> Cluster:
         """This machine, from its calibration file (see :mod:`simulator.core.calibration`);
-        ``exchange_bus`` as in :meth:`from_calibration`."""
+        ``exchange_bus`` and ``receiver_driven`` as in :meth:`from_calibration`."""
         return cls.from_calibration(find_entry(world_size, backend, host, path),
-                                    exchange_bus=exchange_bus)
+                                    exchange_bus=exchange_bus, receiver_driven=receiver_driven)
 
     @classmethod
     def shaped(cls, world_size: int, bandwidth: str | Sequence[str | int] = "1gbit",

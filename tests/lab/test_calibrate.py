@@ -54,9 +54,15 @@ def test_quick_calibration_writes_an_entry_the_simulator_reads(tmp_path):
     assert entry.exchange_sizes == [2**16, 2**20, 2**22] and entry.bus_bandwidth_Bps > 0
     assert entry.bus_latency_s >= 0
     assert len(entry.chain_latency_s) == 1 and entry.chain_latency_s[0] > 0  # k = 2
+    assert entry.ready_notice_s is not None and entry.ready_notice_s >= 0
+    assert entry.post_overhead_s is not None and entry.post_overhead_s > 0
     local = Cluster.local(2, path=path)
     assert local.topology.name == "shared_bus"
     assert local.topology.path_latency_s(0, 1) == pytest.approx(entry.latency_s)
+    assert not local.receiver_driven_sends  # opt-in: the collectives' comparisons only
+    driven = Cluster.local(2, path=path, exchange_bus=True, receiver_driven=True)
+    assert driven.receiver_driven_sends and driven.ready_notice_s == entry.ready_notice_s
+    assert driven.post_overhead_s == entry.post_overhead_s and local.post_overhead_s == 0
 
 
 def test_calibration_needs_two_ranks(tmp_path):

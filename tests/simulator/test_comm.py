@@ -107,3 +107,116 @@ def test_bad_peer_is_a_clear_error():
 
     with pytest.raises(ValueError, match="peer 7 is not in a group of 2"):
         run_spmd(make(2), program)
+
+
+def _driven(p=2, alpha=1e-3, bw=1e9):
+    from dataclasses import replace
+    return replace(make(p, "none", alpha, bw), receiver_driven_sends=True)
+
+
+def test_receiver_driven_send_waits_for_a_late_receive_and_its_notice():
+    def program(comm):
+        if comm.rank == 0:
+            yield from comm.send(1, 10**6)  # posted at 0, the receive only at 5 ms
+        else:
+            yield comm.env.timeout(5e-3)
+            yield from comm.recv(0, 10**6)
+
+    alpha, wire = 1e-3, 10**6 / 1e9
+    eager = run_spmd(make(2, "none", alpha), program)
+    driven = run_spmd(_driven(alpha=alpha), program)
+    assert eager.finish_s[0] == pytest.approx(alpha + wire)  # the bytes flew at once
+    assert eager.finish_s[1] == pytest.approx(5e-3)
+    # ready notice leaves at 5 ms, reaches rank 0 an α later; then the message's α + n/B
+    assert driven.finish_s[0] == pytest.approx(5e-3 + alpha + alpha + wire)
+    assert driven.finish_s[1] == pytest.approx(driven.finish_s[0])
+    from dataclasses import replace
+    measured = run_spmd(replace(_driven(alpha=alpha), ready_notice_s=2e-4), program)
+    assert measured.finish_s[0] == pytest.approx(5e-3 + 2e-4 + alpha + wire)  # a calibrated notice
+
+
+def test_receiver_driven_send_to_a_receive_posted_early_pays_nothing_more():
+    def program(comm):
+        if comm.rank == 1:
+            work = comm.irecv(0, 64)
+            yield work.wait()
+        else:
+            yield comm.env.timeout(5e-3)  # the notice (α = 1 ms) has long arrived
+            yield from comm.send(1, 64)
+
+    alpha = 1e-3
+    driven = run_spmd(_driven(alpha=alpha), program)
+    assert driven.finish_s[1] == pytest.approx(5e-3 + alpha + 64 / 1e9)
+
+
+def test_barrier_messages_are_not_receiver_driven():
+    def program(comm):
+        yield from comm.barrier()
+
+    assert run_spmd(_driven(4), program).makespan_s == pytest.approx(
+        run_spmd(make(4, "none", 1e-3), program).makespan_s)
+
+
+def test_calls_run_the_program_back_to_back_on_every_rank():
+    def program(comm):
+        yield from comm.compute((comm.rank + 1) * 1e9)  # rank r: r + 1 seconds
+        return comm.now
+
+    result = run_spmd(make(3), program, calls=4)
+    assert result.finish_s == pytest.approx([4.0, 8.0, 12.0])  # no barrier between calls
+    assert result.returns == pytest.approx([4.0, 8.0, 12.0])  # the last call's value
+    with pytest.raises(ValueError, match="calls must be >= 1"):
+        run_spmd(make(3), program, calls=0)
+
+
+def test_a_ring_of_blocking_sends_deadlocks_when_sends_are_receiver_driven():
+    def program(comm):  # the unsafe ring: everyone sends right, then receives from the left
+        p = comm.world_size
+        yield from comm.send((comm.rank + 1) % p, 4)
+        yield from comm.recv((comm.rank - 1) % p, 4)
+
+    run_spmd(make(3), program)  # eager: it runs
+    with pytest.raises(SimDeadlock, match=r"3 of 3 ranks never finished.*rank 0: send to 1"):
+        run_spmd(_driven(3), program)
+
+
+def test_posting_costs_the_rank_its_overhead_one_post_after_another():
+    from dataclasses import replace
+
+    o, alpha = 1e-4, 1e-3
+
+    def program(comm):
+        if comm.rank == 0:
+            incoming = comm.irecv(1, 8)  # posted by o
+            outgoing = comm.isend(1, 8)  # posted by 2·o: only then do its bytes leave
+            yield outgoing.wait()
+            yield incoming.wait()
+            yield from comm.compute(0)
+        else:
+            yield from comm.recv(0, 8)
+            yield from comm.send(0, 8)
+
+    result = run_spmd(replace(make(2, "none", alpha), post_overhead_s=o), program)
+    # rank 1 posts its receive at o; rank 0's message leaves at 2·o and lands at 2·o + α;
+    # rank 1's send is posted o after that, and lands another α later
+    assert result.finish_s[1] == pytest.approx(3 * o + alpha + 8e-9 + alpha + 8e-9)
+    assert result.finish_s[0] == pytest.approx(result.finish_s[1])
+    assert run_spmd(make(2, "none", alpha), program).finish_s[0] == pytest.approx(
+        2 * (alpha + 8e-9))  # free posts: the α-β model
+
+
+def test_local_work_waits_for_the_ranks_own_posts():
+    from dataclasses import replace
+
+    def program(comm):
+        if comm.rank == 0:
+            comm.isend(1, 8)
+            comm.isend(1, 8)
+            start = comm.now
+            yield from comm.compute(0)
+            return comm.now - start
+        yield from comm.recv(0, 8)
+        yield from comm.recv(0, 8)
+
+    result = run_spmd(replace(make(2), post_overhead_s=1e-4), program)
+    assert result.returns[0] == pytest.approx(2e-4)
