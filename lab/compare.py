@@ -130,14 +130,33 @@ SUSTAINED_REPEAT_S = 0.02
 """How long one repeat of :func:`measure_sustained` runs its operation back to back, s."""
 
 
+CALLS_PROBES = 5
+"""Single calls timed to choose how many calls a sustained repeat runs."""
+MAX_CALLS = 1000
+"""The most calls one sustained repeat runs back to back."""
+
+
+def sustained_calls(repeat_s: float, probes_s: Sequence[float]) -> int:
+    """How many calls back to back make a repeat of about ``repeat_s`` seconds, from single
+    calls timed beforehand (s): sized by the *fastest* probe. On a host whose woken ranks
+    sometimes wait a 4 ms scheduler tick, one probe that waited makes a median of a few
+    probes several times the call's time, the repeat then holds only a handful of calls, and
+    its time per call is again the lottery of a single call that the sustained measurement
+    is there to average out."""
+    fastest = min(probes_s)
+    if not fastest > 0:
+        return MAX_CALLS
+    return max(1, min(MAX_CALLS, math.ceil(repeat_s / fastest)))
+
+
 def measure_sustained(points: Sequence[tuple[str, int]], repeats: int,
                       repeat_s: float = SUSTAINED_REPEAT_S,
                       chain: bool = False) -> list[dict[str, Any]]:
     """Rank function: each ``(twin name, nbytes)`` point timed as nccl-tests times it.
 
-    A repeat runs the operation back to back for about ``repeat_s`` seconds (at least once)
-    and takes the time per call; the point's statistic is the median over ``repeats`` such
-    repeats. Every point's repeats are interleaved in the same rounds
+    A repeat runs the operation back to back for about ``repeat_s`` seconds (at least once;
+    :func:`sustained_calls`) and takes the time per call; the point's statistic is the median
+    over ``repeats`` such repeats. Every point's repeats are interleaved in the same rounds
     (:func:`backends.measure.measure_many`), so a slow spell of the machine hits all points
     alike. On a host with more runnable threads than cores a single call is a lottery — a
     woken rank may wait a whole scheduler tick (4 ms here) or not at all — and its median
@@ -154,7 +173,6 @@ def measure_sustained(points: Sequence[tuple[str, int]], repeats: int,
     the algorithms.
     """
     import functools
-    import math
     import statistics
 
     import torch
@@ -177,7 +195,7 @@ def measure_sustained(points: Sequence[tuple[str, int]], repeats: int,
         if chains and (i + 1 == len(points) or points[i + 1][0] != name):
             steps += [functools.partial(chain_step, k, token, slot) for k in chains]
             where += [-k for k in chains]
-    calls = [max(1, math.ceil(repeat_s / measure(step, repeats=3, inner=1).median_s))
+    calls = [sustained_calls(repeat_s, measure(step, repeats=CALLS_PROBES, inner=1).samples_s)
              for step in steps]
 
     def looped(step: Callable[[], None], k: int) -> Callable[[], None]:

@@ -90,7 +90,9 @@ def test_simulate_local_uses_the_calibration(capsys, fake_calibration):
     assert main(["simulate", "one_to_all", "--world", "4", "--sizes", "1MiB", "--json",
                  "--calibration", str(fake_calibration)]) == 0
     (record,) = json.loads(capsys.readouterr().out)["records"]
-    assert record["predicted_s"] == pytest.approx(3 * (5e-5 + 2**20 / 4e9))
+    # three sends in turn; gloo's first one waits for its receiver's ready notice (α where
+    # the calibration did not measure it); the others find their receives long posted
+    assert record["predicted_s"] == pytest.approx(3 * (5e-5 + 2**20 / 4e9) + 5e-5)
 
 
 def test_compare_end_to_end_prints_one_json_document(tmp_path):

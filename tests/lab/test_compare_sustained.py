@@ -46,3 +46,13 @@ def test_the_simulated_all_gathers_copy_their_input_first_as_the_real_ones_do():
         spans = [s for s in get_twin(name).simulate(c, 2**20).trace if s.rank == 0]
         assert spans[0].kind == "memcpy" and spans[0].nbytes == 2**20 // 4
         assert spans[0].end == pytest.approx(2**18 / 1.4e10)
+
+
+def test_a_sustained_repeat_is_sized_by_the_fastest_single_call():
+    from lab.compare import MAX_CALLS, sustained_calls
+
+    # one probe waited a 4 ms tick: sized by the median it would hold 5 calls, not 80
+    assert sustained_calls(0.02, [0.25e-3, 4.3e-3, 0.3e-3, 4.2e-3, 4.4e-3]) == 80
+    assert sustained_calls(0.02, [0.05]) == 1  # a call longer than the repeat: once
+    assert sustained_calls(0.02, [1e-9]) == MAX_CALLS
+    assert sustained_calls(0.02, [0.0]) == MAX_CALLS
