@@ -267,15 +267,21 @@ def ensure_calibrated(worlds: Sequence[int], backend: str = "gloo",
                       log: Callable[[str], None] | None = None, network: str = "loopback",
                       bandwidth: str | Sequence[str | int] | None = None) -> None:
     """Calibrate each world size that has no entry yet (one-off, some seconds each), on the
-    network the comparison will run on."""
+    network the comparison will run on — or whose loopback entry predates a primitive the
+    prediction uses (the receive-ready notice and the posting overhead, :mod:`lab.calibrate`),
+    which would otherwise fall back to α and to nothing."""
     from lab.calibrate import DEFAULT_SIZES, QUICK_SIZES, calibrate
     from simulator.core.shaped import network_key
 
     key = network_key(network, bandwidth)
     for world in sorted(set(worlds)):
         try:
-            find_entry(max(world, 2), backend, path=calibration, network=key)
+            entry = find_entry(max(world, 2), backend, path=calibration, network=key)
+            stale = key == "loopback" and (entry.ready_notice_s is None
+                                           or entry.post_overhead_s is None)
         except CalibrationError:
+            stale = True
+        if stale:
             if log:
                 log(f"calibrating world {max(world, 2)} first (one-off) ...")
             calibrate(max(world, 2), backend, QUICK_SIZES if quick else DEFAULT_SIZES,

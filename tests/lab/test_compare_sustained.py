@@ -56,3 +56,21 @@ def test_a_sustained_repeat_is_sized_by_the_fastest_single_call():
     assert sustained_calls(0.02, [0.05]) == 1  # a call longer than the repeat: once
     assert sustained_calls(0.02, [1e-9]) == MAX_CALLS
     assert sustained_calls(0.02, [0.0]) == MAX_CALLS
+
+
+def test_an_entry_from_before_the_notice_and_posting_primitives_is_measured_again(
+        tmp_path, monkeypatch):
+    import lab.calibrate
+    from lab.compare import ensure_calibrated
+
+    path = tmp_path / "cal.json"
+    old = CalibrationEntry(this_host(), "gloo", 2, 5e-5, 4e9, 1.2e10, 1.4e10, 1e11)
+    current = CalibrationEntry(this_host(), "gloo", 3, 5e-5, 4e9, 1.2e10, 1.4e10, 1e11,
+                               ready_notice_s=1e-5, post_overhead_s=2e-5)
+    for entry in (old, current):
+        save_entry(entry, path)
+    calibrated: list[int] = []
+    monkeypatch.setattr(lab.calibrate, "calibrate",
+                        lambda world, *args, **kwargs: calibrated.append(world))
+    ensure_calibrated([2, 3, 4], calibration=path)
+    assert calibrated == [2, 4]  # the stale entry and the missing one; the current one stays
