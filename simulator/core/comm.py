@@ -20,7 +20,8 @@ is posted), a receive completes when the matching message has arrived, and messa
 the same two ranks with the same tag never overtake each other. On a cluster with
 ``receiver_driven_sends`` (gloo's TCP transport, :class:`Cluster`) a send's bytes wait instead
 for the receiver to post the matching receive and for its *receive-ready* notice to cross back
-(one path latency α): a sender that runs ahead of its receiver waits for it. Where the cluster
+(the cluster's ``ready_notice_s``, or one path latency α): a sender that runs ahead of its
+receiver waits for it. Where the cluster
 has a ``post_overhead_s`` (LogP's *o*), posting a send or a receive takes that much of the
 rank's time: posts and local work on one rank queue one after another. Besides messages
 a rank can spend time on ``compute(flops)``, ``reduce(nbytes)`` and ``memcpy(nbytes)`` on its
