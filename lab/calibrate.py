@@ -50,54 +50,24 @@ import datetime
 import functools
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from simulator.core.calibration import CalibrationEntry, save_entry, this_host
+from simulator.core.calibration import (
+    CalibrationEntry,
+    Fit,
+    exchange_flows,
+    save_entry,
+    this_host,
+)
+from simulator.core.calibration import (  # re-exported: the lab's fit, chapter 1's exercise
+    fit_alpha_beta as fit_alpha_beta,
+)
 
 DEFAULT_SIZES = tuple(2**k for k in range(10, 27))  # 1 KiB … 64 MiB, ×2
 QUICK_SIZES = tuple(2**k for k in range(10, 27, 2))  # 1 KiB … 64 MiB, ×4
-
-
-@dataclass(frozen=True)
-class Fit:
-    """``t(n) = α + n·β`` fitted to measurements."""
-
-    alpha_s: float
-    beta_s_per_B: float
-    rel_residuals: tuple[float, ...]
-
-    @property
-    def bandwidth_Bps(self) -> float:
-        """1/β, bytes/s."""
-        return 1.0 / self.beta_s_per_B
-
-
-def fit_alpha_beta(sizes: Sequence[float], times_s: Sequence[float]) -> Fit:
-    """Least-squares fit of ``t = α + n·β`` minimising the sum of squared *relative* errors.
-
-    Dividing each equation ``α + n_i·β = t_i`` by ``t_i`` gives the linear system
-    ``α/t_i + β·n_i/t_i = 1``, solved by ordinary least squares. α is kept ≥ 0 (refitting β
-    alone if the unconstrained α comes out negative).
-    """
-    n = np.asarray(sizes, dtype=float)
-    t = np.asarray(times_s, dtype=float)
-    if n.shape != t.shape or n.size < 2:
-        raise ValueError("need at least two (size, time) points of equal count")
-    if np.any(t <= 0):
-        raise ValueError("times must be positive")
-    a = np.stack([1 / t, n / t], axis=1)
-    (alpha, beta), *_ = np.linalg.lstsq(a, np.ones_like(t), rcond=None)
-    if alpha < 0:
-        alpha = 0.0
-        beta = float(np.sum(n / t) / np.sum((n / t) ** 2))
-    if beta <= 0:
-        raise ValueError("the fitted bandwidth is not positive: are the times increasing?")
-    residuals = tuple(float(x) for x in (alpha + n * beta - t) / t)
-    return Fit(float(alpha), float(beta), residuals)
 
 
 EXCHANGE_MIN_BYTES = 2**16
@@ -242,11 +212,6 @@ def send_buffer_bytes(nbytes: int, return_s: float, bandwidth_Bps: float) -> flo
     after ``return_s`` seconds on a link of payload bandwidth ``bandwidth_Bps`` — the socket
     send buffer's payload capacity, S = n − B·t_return, within [0, n]."""
     return float(min(nbytes, max(0.0, nbytes - bandwidth_Bps * return_s)))
-
-
-def exchange_flows(world_size: int) -> int:
-    """Messages in flight during one exchange: both directions of each full pair."""
-    return 2 * (world_size // 2)
 
 
 def measure_primitives(sizes: Sequence[int], repeats: int, shift: bool = False,

@@ -29,8 +29,8 @@ from backends.launch import spawn
 from backends.measure import median_time
 from backends.pipeline.profiler import profile_layers
 from backends.rpc import SplitModel, init_rpc, shutdown, train_split, worker_name
-from lab.calibrate import Fit, fit_alpha_beta
 from lab.models import mlp
+from simulator.core.calibration import Fit, fit_alpha_beta
 from simulator.core.hardware import Cluster, Device
 from simulator.core.network import Link, Topology
 from simulator.rpc import StageCost, simulate_split_step

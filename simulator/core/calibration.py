@@ -5,7 +5,8 @@ bandwidth B (a ping-pong sweep, fitted), the local reduction rate (γ = 1/rate),
 the compute rate with the real backend, and stores one :class:`CalibrationEntry` per
 ``(host, backend, world size)`` in a JSON file. :meth:`simulator.core.hardware.Cluster.local`
 builds the simulated twin of the machine from it. Only primitives are stored: no algorithm's
-prediction is ever fitted to that algorithm's own measurements.
+prediction is ever fitted to that algorithm's own measurements. :func:`fit_alpha_beta` is the
+one α-β fit that both the calibration and the simulator's reading of it use.
 
 The file lives at ``$DISTML_CALIBRATION`` or, by default, ``~/.cache/distml-lab/calibration.json``.
 """
@@ -15,11 +16,57 @@ from __future__ import annotations
 import json
 import os
 import socket
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Fit:
+    """``t(n) = α + n·β`` fitted to measurements."""
+
+    alpha_s: float
+    beta_s_per_B: float
+    rel_residuals: tuple[float, ...]
+
+    @property
+    def bandwidth_Bps(self) -> float:
+        """1/β, bytes/s."""
+        return 1.0 / self.beta_s_per_B
+
+
+def fit_alpha_beta(sizes: Sequence[float], times_s: Sequence[float]) -> Fit:
+    """Least-squares fit of ``t = α + n·β`` minimising the sum of squared *relative* errors.
+
+    Dividing each equation ``α + n_i·β = t_i`` by ``t_i`` gives the linear system
+    ``α/t_i + β·n_i/t_i = 1``, solved by ordinary least squares. α is kept ≥ 0 (refitting β
+    alone if the unconstrained α comes out negative).
+    """
+    n = np.asarray(sizes, dtype=float)
+    t = np.asarray(times_s, dtype=float)
+    if n.shape != t.shape or n.size < 2:
+        raise ValueError("need at least two (size, time) points of equal count")
+    if np.any(t <= 0):
+        raise ValueError("times must be positive")
+    a = np.stack([1 / t, n / t], axis=1)
+    (alpha, beta), *_ = np.linalg.lstsq(a, np.ones_like(t), rcond=None)
+    if alpha < 0:
+        alpha = 0.0
+        beta = float(np.sum(n / t) / np.sum((n / t) ** 2))
+    if beta <= 0:
+        raise ValueError("the fitted bandwidth is not positive: are the times increasing?")
+    residuals = tuple(float(x) for x in (alpha + n * beta - t) / t)
+    return Fit(float(alpha), float(beta), residuals)
+
+
+def exchange_flows(world_size: int) -> int:
+    """Messages in flight during one exchange: both directions of each full pair."""
+    return 2 * (world_size // 2)
 
 
 class CalibrationError(Exception):

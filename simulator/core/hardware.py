@@ -14,7 +14,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from simulator.core.calibration import CalibrationEntry, find_entry
+from simulator.core.calibration import (
+    CalibrationEntry,
+    exchange_flows,
+    find_entry,
+    fit_alpha_beta,
+)
 from simulator.core.network import Contention, Link, Topology
 
 GB = 1e9
@@ -269,28 +274,21 @@ would bend a fit over all sizes into a bus faster than any large exchange ran.""
 
 def exchange_bus_Bps(entry: CalibrationEntry) -> float | None:
     """The aggregate rate of messages sharing a loopback host, bytes/s: ``t = a + f·n/bus``
-    fitted (least squares on relative errors, ``a ≥ 0``) to the calibration's concurrent
-    exchanges of :data:`EXCHANGE_BUS_BYTES` sizes, ``f`` messages in flight (both directions
-    of each pair). ``None`` with fewer than two such sizes or no positive slope.
+    fitted (:func:`~simulator.core.calibration.fit_alpha_beta`: least squares on relative
+    errors, ``a ≥ 0``) to the calibration's concurrent exchanges of :data:`EXCHANGE_BUS_BYTES`
+    sizes, ``f`` messages in flight (both directions of each pair). ``None`` with fewer than
+    two such sizes or no positive slope.
     """
     lo, hi = EXCHANGE_BUS_BYTES
-    flows = 2 * (entry.world_size // 2)
+    flows = exchange_flows(entry.world_size)
     points = [(flows * n, t) for n, t in zip(entry.exchange_sizes, entry.exchange_times_s,
                                             strict=True) if lo <= n <= hi and t > 0]
     if len(points) < 2:
         return None
-    # minimise Σ((a + x·b − t)/t)²: normal equations of a·(1/t) + b·(x/t) = 1
-    u = [1 / t for _, t in points]
-    v = [x / t for x, t in points]
-    suu, svv, suv = sum(a * a for a in u), sum(b * b for b in v), sum(a * b for a, b in zip(
-        u, v, strict=True))
-    su, sv = sum(u), sum(v)
-    det = suu * svv - suv * suv
-    a = (su * svv - sv * suv) / det if det > 0 else -1.0
-    b = (suu * sv - suv * su) / det if det > 0 else 0.0
-    if a < 0:  # no intercept: b alone
-        b = sv / svv
-    return 1 / b if b > 0 else None
+    try:
+        return fit_alpha_beta(*zip(*points, strict=True)).bandwidth_Bps
+    except ValueError:  # no positive slope
+        return None
 
 
 def chain_latencies(entry: CalibrationEntry) -> tuple[float, ...]:
