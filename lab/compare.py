@@ -65,6 +65,14 @@ def closed_form(twin: Twin, cluster: Cluster, nbytes: int) -> float | None:
                             cluster.devices[0].gamma_s_per_B)
 
 
+def local_cluster(world: int, backend: str = "gloo", calibration: str | Path | None = None
+                  ) -> Cluster:
+    """The collectives' model of this machine on loopback (:meth:`Cluster.local`): the bus
+    fitted to bandwidth-bound exchanges, gloo's receiver-driven sends with the calibrated
+    notice and posting overhead. What :func:`predict` and the report's timelines use."""
+    return Cluster.local(world, backend, calibration, exchange_bus=True, receiver_driven=True)
+
+
 def predict(twin: Twin, world: int, sizes: Sequence[int], cluster: str = "local",
             calibration: str | Path | None = None, backend: str = "gloo",
             network: str = "loopback", bandwidth: str | Sequence[str | int] | None = None,
@@ -83,9 +91,8 @@ def predict(twin: Twin, world: int, sizes: Sequence[int], cluster: str = "local"
     if network == "shaped" and cluster == "local":
         machine = Cluster.shaped(world, bandwidth or "1gbit", backend, calibration)
         cluster = machine.name
-    elif cluster == "local":  # the collectives' loopback model (Cluster.from_calibration)
-        machine = Cluster.local(world, backend, calibration, exchange_bus=True,
-                                receiver_driven=True)
+    elif cluster == "local":
+        machine = local_cluster(world, backend, calibration)
     else:
         machine = preset(cluster, world, calibration, backend)
     if calls is not None and len(calls) != len(sizes):

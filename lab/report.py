@@ -21,6 +21,7 @@ from pathlib import Path
 from lab.compare import (
     compare,
     ensure_calibrated,
+    local_cluster,
     measured_trace,
     median_abs_error,
     records_as_dicts,
@@ -31,7 +32,6 @@ from lab.plots import plot_compare, plot_timelines
 from lab.twins import all_twins
 from lab.units import format_size
 from simulator.core.calibration import find_entry
-from simulator.core.hardware import Cluster
 
 
 def build_report(out: Path, quick: bool = False, calibration: str | Path | None = None,
@@ -71,8 +71,8 @@ def build_report(out: Path, quick: bool = False, calibration: str | Path | None 
             write_json({"records": rows}, tmp / f"{twin.name}.json")
             plot_compare(records, tmp / f"{twin.name}.png")
             world, nbytes = tworlds[-1], sizes[-1]
-            machine = Cluster.local(world, path=calibration, exchange_bus=True)  # as compare
-            predicted = twin.simulate(machine, nbytes).trace
+            predicted = twin.simulate(local_cluster(world, calibration=calibration),
+                                      nbytes).trace
             measured = measured_trace(twin, world, nbytes)
             predicted.write_chrome(tmp / f"{twin.name}.predicted.trace.json", "predicted")
             measured.write_chrome(tmp / f"{twin.name}.measured.trace.json", "measured")

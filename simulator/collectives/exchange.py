@@ -55,7 +55,11 @@ def posted_ahead_steps(comm: SimComm, peers: Sequence[tuple[int, int]],
     Step ``s`` sends ``sizes[s][0]`` bytes to ``peers[s][0]`` and receives ``sizes[s][1]``
     from ``peers[s][1]``: the receive of step ``s + 1`` is posted right after step ``s``'s
     send starts, before step ``s`` is waited for; ``after(s)`` (e.g. the reduction of what
-    arrived) runs once both of step ``s``'s messages are done.
+    arrived) runs once both of step ``s``'s messages are done. The real rings wait for their
+    sends only at the end; here each step waits for its own, which in a ring (every rank
+    sending about as much as it receives, at once) ends about when the receive does, and
+    keeps the per-rank simulation equal to
+    :func:`~simulator.collectives.all_reduce.ring_all_reduce_fast`.
     """
     ahead = comm.irecv(peers[0][1], sizes[0][1]) if peers else None
     for step, (dst, _) in enumerate(peers):

@@ -85,17 +85,18 @@ class _World:
 
     def arrival(self, key: tuple[Any, ...]) -> simpy.Event:
         """The event of one message's arrival (made by whichever side comes first)."""
-        event = self.arrivals.get(key)
-        if event is None:
-            event = self.arrivals[key] = self.env.event()
-        return event
+        return self._meeting(self.arrivals, key)
 
     def ready_notice(self, key: tuple[Any, ...]) -> simpy.Event:
         """The event of one message's receive-ready notice reaching its sender (made by
         whichever side comes first)."""
-        event = self.ready.get(key)
+        return self._meeting(self.ready, key)
+
+    def _meeting(self, events: dict[tuple[Any, ...], simpy.Event],
+                 key: tuple[Any, ...]) -> simpy.Event:
+        event = events.get(key)
         if event is None:
-            event = self.ready[key] = self.env.event()
+            event = events[key] = self.env.event()
         return event
 
     def group_id(self, ranks: tuple[int, ...]) -> int:
@@ -343,15 +344,14 @@ def run_spmd(cluster: Cluster, program: Program, *args: Any, trace: bool = True,
         SimDeadlock: when events run out while a rank still waits, naming the ranks and what
             each was waiting for.
     """
+    if calls < 1:
+        raise ValueError(f"calls must be >= 1, got {calls}")
     env = simpy.Environment()
     p = cluster.world_size
     world = _World(env, cluster, Network(env, cluster.topology), Trace() if trace else None,
                    memory=[0] * p, peak_memory=[0] * p,
                    posted_until=[0.0] * p if cluster.post_overhead_s else [])
     finish = [0.0] * p
-
-    if calls < 1:
-        raise ValueError(f"calls must be >= 1, got {calls}")
 
     def rank_main(rank: int) -> SimGen:
         comm = SimComm(world, rank)
