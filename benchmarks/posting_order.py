@@ -1,0 +1,114 @@
+"""Does the order of ``isend`` and ``irecv`` matter? A pairwise exchange both ways (book §2.2).
+
+    .venv/bin/python benchmarks/posting_order.py [--worlds 2 4] [--repeats 15]
+        [--out benchmarks/results]
+
+Every rank swaps a float32 buffer with rank ``r XOR 1`` — the step of recursive doubling at
+distance 1, and the calibration's concurrent-exchange primitive — posted in two orders, their
+repeats interleaved in one launch per world (:func:`backends.measure.measure_many`: each repeat
+runs the exchange back to back for ~20 ms and takes the time per call, the slowest rank's):
+
+* ``send_first`` — ``isend``, then a blocking ``recv``, then wait for the send: how
+  :func:`lab.calibrate._exchange` times the primitive the loopback model's bus is fitted to;
+* ``recv_first`` — ``irecv``, then ``isend``, then wait for both: how the lab's collectives post
+  a step (:meth:`backends.collectives.comm.Comm.sendrecv`).
+
+Gloo moves a send's bytes only once the receiver's "receive ready" notice has arrived
+(``gloo/transport/tcp/pair.cc``). A send posted before that notice is queued and gloo's I/O
+thread writes it when the notice comes; a send posted after it is written at once by the
+calling thread, under the pair's lock, which the I/O thread also needs to read what the partner
+sends (it only tries the lock and, failing, leaves the event for epoll to report again).
+Posting the receive first makes the second case likely, posting the send first the first.
+The same two messages can then take very different times; this measures by how much. Writes
+``posting_order.json``/``.csv`` (median, p10, p90 per order and the ratio
+recv_first / send_first of the medians) and prints a table; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from backends.launch import spawn
+from backends.measure import Timing, measure_many
+from lab.compare import write_csv, write_json
+
+SIZES = [2**k for k in range(16, 25, 2)]
+"""Buffer sizes, bytes: 64 KiB … 16 MiB, those of the collectives' accuracy sweep."""
+ORDERS = ("send_first", "recv_first")
+
+
+def send_first(send: torch.Tensor, recv: torch.Tensor) -> None:
+    """``isend`` to the partner, blocking ``recv`` from it, wait for the send."""
+    peer = dist.get_rank() ^ 1
+    request = dist.isend(send, peer)
+    dist.recv(recv, peer)
+    if request is not None:  # None only on a rank outside the group
+        request.wait()
+
+
+def recv_first(send: torch.Tensor, recv: torch.Tensor) -> None:
+    """``irecv`` from the partner, ``isend`` to it, wait for both."""
+    peer = dist.get_rank() ^ 1
+    for request in (dist.irecv(recv, peer), dist.isend(send, peer)):
+        if request is not None:
+            request.wait()
+
+
+def time_orders(sizes: list[int], repeats: int) -> list[dict[str, Any]]:
+    """Rank function: the timings of both orders for every size (ranks without a partner, the
+    last one of an odd world, only join the barriers)."""
+    has_peer = dist.get_rank() ^ 1 < dist.get_world_size()
+    fns = []
+    for nbytes in sizes:
+        send, recv = torch.zeros(nbytes // 4), torch.empty(nbytes // 4)
+        for order in (send_first, recv_first):
+            fns.append(lambda f=order, s=send, r=recv: f(s, r) if has_peer else None)
+    timings = measure_many(fns, repeats=repeats, warmup=3)
+    return [{"bytes": nbytes, "send_first": timings[2 * i], "recv_first": timings[2 * i + 1]}
+            for i, nbytes in enumerate(sizes)]
+
+
+def as_record(world: int, row: dict[str, Any]) -> dict[str, Any]:
+    """One CSV/JSON record: median/p10/p90 per order, s, and the ratio of the medians."""
+    record: dict[str, Any] = {"world": world, "bytes": row["bytes"]}
+    for order in ORDERS:
+        t: Timing = row[order]
+        record |= {f"{order}_median_s": t.median_s, f"{order}_p10_s": t.p10_s,
+                   f"{order}_p90_s": t.p90_s}
+    record["ratio_recv_first_over_send_first"] = (row["recv_first"].median_s
+                                                  / row["send_first"].median_s)
+    return record
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--worlds", type=int, nargs="+", default=[2, 4])
+    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    args = parser.parse_args()
+    bad = [w for w in args.worlds if w < 2]
+    if bad or args.repeats < 1:
+        parser.error("worlds must be at least 2 and --repeats at least 1")
+    records = []
+    print(f"{'world':>5} {'size(B)':>10} {'send_first(ms)':>15} {'recv_first(ms)':>15} "
+          f"{'ratio':>6}")
+    for world in args.worlds:
+        for row in spawn(time_orders, world, SIZES, args.repeats, timeout=300)[0]:
+            r = as_record(world, row)
+            records.append(r)
+            print(f"{world:>5} {r['bytes']:>10} {r['send_first_median_s'] * 1e3:>15.3f} "
+                  f"{r['recv_first_median_s'] * 1e3:>15.3f} "
+                  f"{r['ratio_recv_first_over_send_first']:>6.2f}", flush=True)
+    write_csv(records, args.out / "posting_order.csv")
+    write_json({"records": records}, args.out / "posting_order.json")
+    print(f"wrote {args.out / 'posting_order.json'}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
