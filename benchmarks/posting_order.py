@@ -8,10 +8,11 @@ distance 1, and the calibration's concurrent-exchange primitive — posted in tw
 repeats interleaved in one launch per world (:func:`backends.measure.measure_many`: each repeat
 runs the exchange back to back for ~20 ms and takes the time per call, the slowest rank's):
 
-* ``send_first`` — ``isend``, then a blocking ``recv``, then wait for the send: how
-  :func:`lab.calibrate._exchange` times the primitive the loopback model's bus is fitted to;
-* ``recv_first`` — ``irecv``, then ``isend``, then wait for both: how the lab's collectives post
-  a step (:meth:`backends.collectives.comm.Comm.sendrecv`).
+* ``send_first`` — ``isend``, then a blocking ``recv``, then wait for the send: the
+  calibration's own primitive (:func:`lab.calibrate.pair_exchange`), to which the loopback
+  model's bus is fitted;
+* ``recv_first`` — ``irecv``, then ``isend``, then wait for both: the step the lab's
+  collectives post (:meth:`backends.collectives.comm.Comm.sendrecv`, called here).
 
 Gloo moves a send's bytes only once the receiver's "receive ready" notice has arrived
 (``gloo/transport/tcp/pair.cc``). A send posted before that notice is queued and gloo's I/O
@@ -27,15 +28,18 @@ recv_first / send_first of the medians) and prints a table; asserts nothing.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
-import torch.distributed as dist
 
+from backends.collectives.comm import Comm
 from backends.launch import spawn
 from backends.measure import Timing, measure_many
+from lab.calibrate import pair_exchange
 from lab.compare import write_csv, write_json
 
 SIZES = [2**k for k in range(16, 25, 2)]
@@ -43,32 +47,18 @@ SIZES = [2**k for k in range(16, 25, 2)]
 ORDERS = ("send_first", "recv_first")
 
 
-def send_first(send: torch.Tensor, recv: torch.Tensor) -> None:
-    """``isend`` to the partner, blocking ``recv`` from it, wait for the send."""
-    peer = dist.get_rank() ^ 1
-    request = dist.isend(send, peer)
-    dist.recv(recv, peer)
-    if request is not None:  # None only on a rank outside the group
-        request.wait()
-
-
-def recv_first(send: torch.Tensor, recv: torch.Tensor) -> None:
-    """``irecv`` from the partner, ``isend`` to it, wait for both."""
-    peer = dist.get_rank() ^ 1
-    for request in (dist.irecv(recv, peer), dist.isend(send, peer)):
-        if request is not None:
-            request.wait()
-
-
 def time_orders(sizes: list[int], repeats: int) -> list[dict[str, Any]]:
     """Rank function: the timings of both orders for every size (ranks without a partner, the
     last one of an odd world, only join the barriers)."""
-    has_peer = dist.get_rank() ^ 1 < dist.get_world_size()
-    fns = []
+    comm = Comm()
+    peer = comm.rank ^ 1
+    has_peer = peer < comm.world_size
+    fns: list[Callable[[], None]] = []
     for nbytes in sizes:
         send, recv = torch.zeros(nbytes // 4), torch.empty(nbytes // 4)
-        for order in (send_first, recv_first):
-            fns.append(lambda f=order, s=send, r=recv: f(s, r) if has_peer else None)
+        fns.append(functools.partial(pair_exchange, send, recv))  # idle without a partner
+        fns.append(functools.partial(comm.sendrecv, peer, send, peer, recv) if has_peer
+                   else lambda: None)
     timings = measure_many(fns, repeats=repeats, warmup=3)
     return [{"bytes": nbytes, "send_first": timings[2 * i], "recv_first": timings[2 * i + 1]}
             for i, nbytes in enumerate(sizes)]
@@ -92,8 +82,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     args = parser.parse_args()
-    bad = [w for w in args.worlds if w < 2]
-    if bad or args.repeats < 1:
+    if any(w < 2 for w in args.worlds) or args.repeats < 1:
         parser.error("worlds must be at least 2 and --repeats at least 1")
     records = []
     print(f"{'world':>5} {'size(B)':>10} {'send_first(ms)':>15} {'recv_first(ms)':>15} "

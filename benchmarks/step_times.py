@@ -22,50 +22,36 @@ import argparse
 import statistics
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import torch
-
-from backends.collectives.all_gather import ring_all_gather
-from backends.collectives.all_reduce import recursive_doubling_all_reduce, ring_all_reduce
-from backends.collectives.broadcast import binomial_broadcast
 from backends.launch import spawn
+from backends.measure import Timing
 from backends.trace import Tracer
 from lab.compare import write_csv, write_json
+from lab.twins import get_twin
 
+TWINS = ("all_reduce.ring", "all_reduce.recursive_doubling", "all_gather.ring",
+         "broadcast.binomial")
 WARMUP_CALLS = 5
 
 
-def _programs(nbytes: int, world: int) -> dict[str, Callable[[Tracer | None], None]]:
-    """The four algorithms on one float32 buffer of ``nbytes`` (all-gather: gathered into it
-    from a ``1/world`` share per rank, as the accuracy sweep sizes it), as calls taking a
-    tracer."""
-    n = nbytes // 4 // world * world
-    buf = torch.zeros(n)
-    share, gathered = torch.zeros(n // world), torch.empty(n)
-    return {
-        "all_reduce.ring": lambda tr: ring_all_reduce(buf, tracer=tr),
-        "all_reduce.recursive_doubling": lambda tr: recursive_doubling_all_reduce(buf, tracer=tr),
-        "all_gather.ring": lambda tr: ring_all_gather(gathered, share, tracer=tr),
-        "broadcast.binomial": lambda tr: binomial_broadcast(buf, 0, tracer=tr),
-    }
-
-
 def trace_steps(nbytes: int, calls: int) -> dict[str, Any]:
-    """Rank function: per algorithm, this rank's steps (s) and the loop's time per call (s)."""
+    """Rank function: per twin, this rank's steps (s) and the loop's time per call (s). Each
+    twin's real step allocates its buffers as the accuracy sweep does (``Twin.real_step``)."""
     import torch.distributed as dist
 
     out: dict[str, Any] = {}
-    for name, run in _programs(nbytes, dist.get_world_size()).items():
+    for name in TWINS:
+        warm = get_twin(name).real_step(nbytes, None)
         for _ in range(WARMUP_CALLS):
-            run(None)
+            warm()
         tracer = Tracer()
+        step = get_twin(name).real_step(nbytes, tracer)
         dist.barrier()
         start = time.perf_counter()
         for _ in range(calls):
-            run(tracer)
+            step()
         per_call = (time.perf_counter() - start) / calls
         done = sorted(s.end for s in tracer.trace.spans if s.kind == "recv")
         edges = [start, *done]  # a root that only sends has no steps
@@ -77,13 +63,13 @@ def trace_steps(nbytes: int, calls: int) -> dict[str, Any]:
 def summarize(world: int, nbytes: int, name: str, ranks: list[dict[str, Any]],
               slow_s: float) -> dict[str, Any]:
     """One record: the slowest rank's time per call and every rank's steps pooled, s."""
-    steps = sorted(s for r in ranks for s in r[name]["steps_s"])
+    steps = [s for r in ranks for s in r[name]["steps_s"]]
+    spread = Timing.from_samples(steps)
     slow = [s for s in steps if s > slow_s]
     return {"twin": name, "world": world, "bytes": nbytes,
             "per_call_s": max(r[name]["per_call_s"] for r in ranks), "steps": len(steps),
-            "step_median_s": statistics.median(steps), "step_mean_s": statistics.fmean(steps),
-            "step_p90_s": steps[int(0.9 * (len(steps) - 1))],
-            "slow_share": len(slow) / len(steps),
+            "step_median_s": spread.median_s, "step_mean_s": statistics.fmean(steps),
+            "step_p90_s": spread.p90_s, "slow_share": len(slow) / len(steps),
             "slow_mean_s": statistics.fmean(slow) if slow else 0.0}
 
 

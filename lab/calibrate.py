@@ -75,7 +75,7 @@ EXCHANGE_MIN_BYTES = 2**16
 small enough that the fit sees the exchanges' latency as well as their bandwidth."""
 
 
-def _exchange(send: Any, recv: Any) -> None:
+def pair_exchange(send: Any, recv: Any) -> None:
     """Send to the partner and receive from it at once (rank r pairs with r xor 1)."""
     import torch.distributed as dist
 
@@ -234,7 +234,7 @@ def measure_primitives(sizes: Sequence[int], repeats: int, shift: bool = False,
     big = [b for b in bufs if b.numel() >= EXCHANGE_MIN_BYTES]
     spare = [torch.empty_like(b) for b in big]
     pairs = zip(big, spare, strict=True)
-    exchange = measure_many([functools.partial(_shift if shift else _exchange, b, s)
+    exchange = measure_many([functools.partial(_shift if shift else pair_exchange, b, s)
                              for b, s in pairs], repeats=repeats)
 
     token, slot = torch.zeros(CHAIN_BYTES, dtype=torch.uint8), torch.empty(CHAIN_BYTES,
