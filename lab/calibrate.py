@@ -19,7 +19,9 @@ Only primitives are measured (DESIGN.md, "The lab"):
   the time of one step, averaged over a long chain (:data:`CHAIN_STEPS`), is what a message
   among ``k`` in flight pays before its bytes move. With more runnable threads than cores (4
   ranks, each a main thread plus gloo's I/O thread, on 2 cores) a woken receiver waits for a
-  time slice — up to a scheduler tick (4 ms at 250 Hz) — so this grows with ``k``;
+  time slice — up to a scheduler tick (4 ms at 250 Hz) — so this grows with ``k``. The same
+  chain is timed again posted as the collectives post their steps, each receive one step
+  ahead (:func:`chain_ahead`): the collectives' model prices its latencies by that one;
 * **receive-ready notice** — gloo moves a message's bytes only once the receiver has posted
   its receive and said so (a "receive ready" notice back to the sender). Ranks 0 and 1 time,
   on the host's shared monotonic clock, a message to a receive posted early (send posted →
@@ -55,6 +57,12 @@ from typing import Any
 
 import numpy as np
 
+from simulator.core.calibration import (  # re-exported: the chain's message and length
+    CHAIN_BYTES as CHAIN_BYTES,
+)
+from simulator.core.calibration import (
+    CHAIN_STEPS as CHAIN_STEPS,
+)
 from simulator.core.calibration import (
     CalibrationEntry,
     Fit,
@@ -98,13 +106,6 @@ def _shift(send: Any, recv: Any) -> None:
             work.wait()
 
 
-CHAIN_BYTES = 4096
-"""Message of the chain of dependent exchanges, bytes: small, so that its time is latency."""
-CHAIN_STEPS = 50
-"""Dependent steps timed back to back in one repeat of the chain: the step time is their
-mean, which takes in the occasional wait for a time slice as often as it happens."""
-
-
 def chain_step(k: int, send: Any, recv: Any) -> None:
     """One step of the chain among ranks ``0 … k−1``: send right, receive from the left, wait
     for both (ranks ``≥ k`` stay out)."""
@@ -114,6 +115,28 @@ def chain_step(k: int, send: Any, recv: Any) -> None:
     if rank < k:
         works = (dist.irecv(recv, (rank - 1) % k), dist.isend(send, (rank + 1) % k))
         for work in works:
+            if work is not None:
+                work.wait()
+
+
+def chain_ahead(k: int, send: Any, slots: Any, steps: int = CHAIN_STEPS) -> None:
+    """A whole chain of ``steps`` dependent steps among ranks ``0 … k−1``, posted as the
+    collectives post theirs: each step sends right and waits for the receive from the left
+    that was posted one step *earlier*, after posting the next one (into the other of the two
+    rows of ``slots``) — so the left neighbour's next send finds its receive ready. Ranks
+    ``≥ k`` stay out. Its time divided by ``steps`` is one step."""
+    import torch.distributed as dist
+
+    rank = dist.get_rank()
+    if rank >= k or steps < 1:
+        return
+    left, right = (rank - 1) % k, (rank + 1) % k
+    ahead = dist.irecv(slots[0], left)
+    for step in range(steps):
+        current = ahead
+        sent = dist.isend(send, right)
+        ahead = dist.irecv(slots[(step + 1) % 2], left) if step + 1 < steps else None
+        for work in (current, sent):
             if work is not None:
                 work.wait()
 
@@ -241,6 +264,10 @@ def measure_primitives(sizes: Sequence[int], repeats: int, shift: bool = False,
                                                                           dtype=torch.uint8)
     chain = measure_many([functools.partial(chain_step, k, token, slot)
                           for k in range(2, world + 1)], repeats=repeats, inner=CHAIN_STEPS)
+    slots = torch.empty(2, CHAIN_BYTES, dtype=torch.uint8)
+    ahead = [] if shift else measure_many([functools.partial(chain_ahead, k, token, slots)
+                                           for k in range(2, world + 1)],
+                                          repeats=repeats, inner=1)
 
     stamps = torch.zeros(2, dtype=torch.float64)
     early: list[float] = []
@@ -273,7 +300,9 @@ def measure_primitives(sizes: Sequence[int], repeats: int, shift: bool = False,
     return {"world_size": world, "p2p_times_s": p2p,
             "exchange_sizes": [b.numel() for b in big],
             "exchange_times_s": [t.median_s for t in exchange],
-            "chain_latency_s": [t.median_s for t in chain], "reduce_Bps": 4 * elems / reduce_s,
+            "chain_latency_s": [t.median_s for t in chain],
+            "chain_ahead_latency_s": [t.median_s / CHAIN_STEPS for t in ahead],
+            "reduce_Bps": 4 * elems / reduce_s,
             "memcpy_Bps": 4 * elems / copy_s, "flops_per_s": 2 * m**3 / mm_s,
             "send_return_s": send_return_s, "ready_notice_s": notice_s,
             "post_overhead_s": post_s,
@@ -369,6 +398,8 @@ def calibrate(world_size: int = 2, backend: str = "gloo", sizes: Sequence[int] =
         created=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         torch_version=str(result["torch_version"]), network=key,
         chain_latency_s=list(result["chain_latency_s"]) if key == "loopback" else [],
+        chain_ahead_latency_s=(list(result["chain_ahead_latency_s"]) if key == "loopback"
+                               else []),
         send_buffer_bytes=(send_buffer_bytes(probe, float(result["send_return_s"]),
                                              fit.bandwidth_Bps) if shaped else None),
         ready_notice_s=float(result["ready_notice_s"]),

@@ -157,8 +157,8 @@ def sustained_calls(repeat_s: float, probes_s: Sequence[float]) -> int:
 
 
 def measure_sustained(points: Sequence[tuple[str, int]], repeats: int,
-                      repeat_s: float = SUSTAINED_REPEAT_S,
-                      chain: bool = False) -> list[dict[str, Any]]:
+                      repeat_s: float = SUSTAINED_REPEAT_S, chain: bool = False,
+                      ahead: bool = False) -> list[dict[str, Any]]:
     """Rank function: each ``(twin name, nbytes)`` point timed as nccl-tests times it.
 
     A repeat runs the operation back to back for about ``repeat_s`` seconds (at least once;
@@ -177,7 +177,9 @@ def measure_sustained(points: Sequence[tuple[str, int]], repeats: int,
     (``{"chain_k": k, "median_s": …}``, statistics over the samples of all its copies). How
     often a woken rank waits a tick comes and goes in spells of a fraction of a second to
     minutes on this host: a primitive measured in the same rounds sees the same spells as
-    the algorithms.
+    the algorithms. ``ahead``: the chain is the one posted a step ahead, as the collectives
+    post theirs (:func:`lab.calibrate.chain_ahead`, a whole chain per call; its rows still
+    give one step).
     """
     import functools
     import statistics
@@ -186,7 +188,7 @@ def measure_sustained(points: Sequence[tuple[str, int]], repeats: int,
     import torch.distributed as dist
 
     from backends.measure import measure, measure_many
-    from lab.calibrate import CHAIN_BYTES, chain_step
+    from lab.calibrate import CHAIN_BYTES, CHAIN_STEPS, chain_ahead, chain_step
 
     twins = {name: get_twin(name) for name, _ in points}
     for twin in twins.values():
@@ -194,13 +196,15 @@ def measure_sustained(points: Sequence[tuple[str, int]], repeats: int,
     chains = list(range(2, dist.get_world_size() + 1)) if chain else []
     token, slot = (torch.zeros(CHAIN_BYTES, dtype=torch.uint8),
                    torch.empty(CHAIN_BYTES, dtype=torch.uint8))
+    slots = torch.empty(2, CHAIN_BYTES, dtype=torch.uint8)
     steps: list[Callable[[], None]] = []
     where: list[int] = []  # what each step is: a point's index, or -k for the chain among k
     for i, (name, nbytes) in enumerate(points):
         steps.append(twins[name].real_step(nbytes, None))
         where.append(i)
         if chains and (i + 1 == len(points) or points[i + 1][0] != name):
-            steps += [functools.partial(chain_step, k, token, slot) for k in chains]
+            steps += [functools.partial(chain_ahead, k, token, slots) if ahead
+                      else functools.partial(chain_step, k, token, slot) for k in chains]
             where += [-k for k in chains]
     calls = [sustained_calls(repeat_s, measure(step, repeats=CALLS_PROBES, inner=1).samples_s)
              for step in steps]
@@ -221,7 +225,7 @@ def measure_sustained(points: Sequence[tuple[str, int]], repeats: int,
             rows[w] = {"median_s": t.median_s / k, "p10_s": t.p10_s / k, "p90_s": t.p90_s / k,
                        "calls": k}
         else:
-            pooled[-w] += samples
+            pooled[-w] += [x / CHAIN_STEPS for x in samples] if ahead else samples
     for k in chains:
         q = (statistics.quantiles(pooled[k], n=10, method="inclusive") if len(pooled[k]) > 1
              else pooled[k] * 9)
@@ -275,8 +279,9 @@ def ensure_calibrated(worlds: Sequence[int], backend: str = "gloo",
                       bandwidth: str | Sequence[str | int] | None = None) -> None:
     """Calibrate each world size that has no entry yet (one-off, some seconds each), on the
     network the comparison will run on — or whose loopback entry predates a primitive the
-    prediction uses (the receive-ready notice and the posting overhead, :mod:`lab.calibrate`),
-    which would otherwise fall back to α and to nothing."""
+    prediction uses (the receive-ready notice, the posting overhead and the chain posted a
+    step ahead, :mod:`lab.calibrate`), which would otherwise fall back to α, to nothing and
+    to the plain chain."""
     from lab.calibrate import DEFAULT_SIZES, QUICK_SIZES, calibrate
     from simulator.core.shaped import network_key
 
@@ -285,7 +290,8 @@ def ensure_calibrated(worlds: Sequence[int], backend: str = "gloo",
         try:
             entry = find_entry(max(world, 2), backend, path=calibration, network=key)
             stale = key == "loopback" and (entry.ready_notice_s is None
-                                           or entry.post_overhead_s is None)
+                                           or entry.post_overhead_s is None
+                                           or not entry.chain_ahead_latency_s)
         except CalibrationError:
             stale = True
         if stale:
@@ -332,7 +338,8 @@ def compare_sustained(names: Sequence[str], worlds: Sequence[int], sizes: Sequen
 
     ``chain_calibration``: a calibration file to which each world's entry is copied with its
     chain of dependent exchanges re-measured in the same rounds as the algorithms (the
-    ``chain`` of :func:`measure_sustained`); the predictions then use that entry. ``None``:
+    ``chain`` of :func:`measure_sustained`) — the chain posted a step ahead, which the
+    predictions use, where the entry has one; the predictions then use that entry. ``None``:
     the predictions use ``calibration`` as it is."""
     from dataclasses import replace
 
@@ -346,13 +353,15 @@ def compare_sustained(names: Sequence[str], worlds: Sequence[int], sizes: Sequen
             _check_world(twin, world)
         points = [(twin.name, nbytes) for twin in twins for nbytes in sizes]
         chain = chain_calibration is not None
+        entry = find_entry(world, backend, path=calibration) if chain else None
+        ahead = entry is not None and bool(entry.chain_ahead_latency_s)
         measured = spawn(measure_sustained, world, points, repeats, SUSTAINED_REPEAT_S, chain,
-                         backend=backend, timeout=timeout)[0]
+                         ahead, backend=backend, timeout=timeout)[0]
         cal = calibration
-        if chain_calibration is not None:
-            entry = find_entry(world, backend, path=calibration)
+        if chain_calibration is not None and entry is not None:
             chain_s = [row["median_s"] for row in measured[len(points):]]
-            save_entry(replace(entry, chain_latency_s=chain_s), chain_calibration)
+            save_entry(replace(entry, chain_ahead_latency_s=chain_s) if ahead
+                       else replace(entry, chain_latency_s=chain_s), chain_calibration)
             cal = chain_calibration
         for twin in twins:
             rows = [measured[points.index((twin.name, nbytes))] for nbytes in sizes]

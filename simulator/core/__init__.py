@@ -3,7 +3,8 @@
 Read in this order: :mod:`~simulator.core.network` (links, contention, topologies),
 :mod:`~simulator.core.hardware` (devices, clusters, presets), :mod:`~simulator.core.comm`
 (rank programs and ``run_spmd``), :mod:`~simulator.core.engine` (the trace),
-:mod:`~simulator.core.cores` (CPU cores shared by the ranks' computations).
+:mod:`~simulator.core.cores` (CPU cores shared by the ranks' computations),
+:mod:`~simulator.core.wakeup` (the calibration's chain of dependent exchanges, simulated).
 """
 
 from simulator.core.calibration import CalibrationEntry, CalibrationError

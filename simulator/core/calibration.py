@@ -25,6 +25,13 @@ import numpy as np
 
 SCHEMA_VERSION = 1
 
+CHAIN_BYTES = 4096
+"""Message of the calibration's chain of dependent exchanges (:mod:`lab.calibrate`), bytes:
+small, so that its time is latency."""
+CHAIN_STEPS = 50
+"""Dependent steps timed back to back in one repeat of the chain: the step time is their
+mean, which takes in the occasional wait for a time slice as often as it happens."""
+
 
 @dataclass(frozen=True)
 class Fit:
@@ -107,6 +114,10 @@ class CalibrationEntry:
             …, world_size``, s (empty: not measured): what a message pays when ``k`` are in
             flight and every sender had to be woken to send it — on a host with fewer cores
             than runnable threads, a wait for a time slice (:mod:`lab.calibrate`).
+        chain_ahead_latency_s: the same chain posted as the collectives post their steps —
+            each rank's receive of the next step posted before it waits for the current one —
+            one step for ``k = 2, …, world_size``, s (empty: not measured;
+            :func:`lab.calibrate.chain_ahead`).
         send_buffer_bytes: on a shaped network, the bytes of a large message still unsent
             when a blocking send returns — the socket send buffer's payload capacity
             (``None``: not measured; :mod:`lab.calibrate`).
@@ -142,6 +153,7 @@ class CalibrationEntry:
     send_buffer_bytes: float | None = None
     ready_notice_s: float | None = None
     post_overhead_s: float | None = None
+    chain_ahead_latency_s: list[float] = field(default_factory=list)
 
     @property
     def key(self) -> str:

@@ -171,7 +171,12 @@ class Cluster:
         (:attr:`receiver_driven_sends`; loopback only, off: eager sends as calibrated); the
         notice takes the calibrated ``ready_notice_s`` (α where it was not measured), and
         posting a send or a receive the calibrated ``post_overhead_s`` (gloo's host-side cost,
-        measured with it).
+        measured with it). These are the collectives' loopback model, which also prices a
+        busy message's latency by the chain posted the way the collectives post their steps —
+        each receive one step ahead (``entry.chain_ahead_latency_s``, where measured) — with
+        messages that start together all counting one another as in flight
+        (:class:`Link`'s ``count_simultaneous``), and scales that table so that the simulated
+        chain takes the measured time per step (:func:`simulator.core.wakeup.chain_means`).
         """
         if entry.network != "loopback":
             return cls.shaped_from(entry, world_size, contention=contention)
@@ -181,20 +186,31 @@ class Cluster:
             mem_bandwidth_Bps=3 * entry.reduce_Bps, memory_bytes=math.inf,
             reduce_Bps=entry.reduce_Bps, memcpy_Bps=entry.memcpy_Bps)
         link = Link(entry.latency_s, entry.bandwidth_Bps, contention)
-        if entry.bus_bandwidth_Bps > 0:
-            bus = max(entry.bus_bandwidth_Bps, entry.bandwidth_Bps)
-            busy = max(entry.bus_latency_s, entry.latency_s) if entry.bus_latency_s else None
-            shared = exchange_bus_Bps(entry) if exchange_bus else None
-            topo = Topology.shared_bus(world_size, link, shared or bus, busy or entry.latency_s,
-                                       chain_latencies(entry),
-                                       solo_bus_Bps=bus if shared else None)
-        else:
-            topo = Topology.fully_connected(world_size, link)
-        return replace(cls.homogeneous(f"local-{entry.backend}x{world_size}", device, topo),
-                       receiver_driven_sends=receiver_driven,
-                       ready_notice_s=entry.ready_notice_s,
-                       post_overhead_s=(entry.post_overhead_s or 0.0) if receiver_driven
-                       else 0.0)
+
+        def build(chain: Sequence[float]) -> Cluster:
+            if entry.bus_bandwidth_Bps > 0:
+                bus = max(entry.bus_bandwidth_Bps, entry.bandwidth_Bps)
+                busy = max(entry.bus_latency_s, entry.latency_s) if entry.bus_latency_s else None
+                shared = exchange_bus_Bps(entry) if exchange_bus else None
+                topo = Topology.shared_bus(world_size, link, shared or bus,
+                                           busy or entry.latency_s, chain,
+                                           solo_bus_Bps=bus if shared else None,
+                                           count_simultaneous=receiver_driven)
+            else:
+                topo = Topology.fully_connected(world_size, link)
+            return replace(cls.homogeneous(f"local-{entry.backend}x{world_size}", device, topo),
+                           receiver_driven_sends=receiver_driven,
+                           ready_notice_s=entry.ready_notice_s,
+                           post_overhead_s=(entry.post_overhead_s or 0.0) if receiver_driven
+                           else 0.0)
+
+        ahead = receiver_driven and bool(entry.chain_ahead_latency_s)
+        chain = chain_latencies(entry, ahead=ahead)
+        if receiver_driven and chain and entry.bus_bandwidth_Bps > 0:
+            from simulator.core.wakeup import chain_means
+
+            chain = chain_means(build, chain, ahead)
+        return build(chain)
 
     @classmethod
     def local(cls, world_size: int, backend: str = "gloo", path: str | Path | None = None,
@@ -291,17 +307,20 @@ def exchange_bus_Bps(entry: CalibrationEntry) -> float | None:
         return None
 
 
-def chain_latencies(entry: CalibrationEntry) -> tuple[float, ...]:
+def chain_latencies(entry: CalibrationEntry, ahead: bool = False) -> tuple[float, ...]:
     """α of a message that starts while ``k`` others are in flight (entry ``k − 1``), s.
 
     ``k + 1`` messages in flight at once are a step of the calibration's chain of dependent
     exchanges among ``k + 1`` ranks (``entry.chain_latency_s``); never below the idle α.
+    ``ahead``: the chain posted as the collectives post their steps, each receive one step
+    ahead (``entry.chain_ahead_latency_s``).
     Empty when the entry has no chain measurement, or when its busy latency is not above its
     α (an entry that a what-if sets to "busy messages pay α" asks for no extra latency).
     """
     if entry.bus_latency_s <= entry.latency_s:
         return ()
-    return tuple(max(t, entry.latency_s) for t in entry.chain_latency_s)
+    chain = entry.chain_ahead_latency_s if ahead else entry.chain_latency_s
+    return tuple(max(t, entry.latency_s) for t in chain)
 
 
 def _ethernet(world_size: int) -> Cluster:

@@ -73,6 +73,12 @@ class Link:
             at once at the aggregate rate concurrent exchanges measure, which may be lower:
             each byte is copied by the CPUs at both ends, and two messages each way keep both
             cores busy with four copies (:meth:`Topology.shared_bus`).
+        count_simultaneous: with a busy latency, messages that start at the same instant count
+            one another as in flight (each pays the entry for all the others) instead of in
+            whatever order the simulation happens to start them (the first none, the second
+            one, …). Where ranks post a step together, as a collective's do, none of them is
+            the first; counted in order, the ranks whose messages came first run ahead of the
+            others step after step, and fewer messages are in flight than on the real host.
     """
 
     latency_s: float
@@ -82,6 +88,7 @@ class Link:
     ack_fraction: float = 0.0
     busy_latency_by_flows: tuple[float, ...] = ()
     solo_bandwidth_Bps: float | None = None
+    count_simultaneous: bool = False
 
     def __post_init__(self) -> None:
         if not self.latency_s >= 0:
@@ -304,7 +311,8 @@ class Topology:
     def shared_bus(cls, world_size: int, port: Link, bus_Bps: float,
                    busy_latency_s: float | None = None,
                    busy_latency_by_flows: Sequence[float] = (),
-                   solo_bus_Bps: float | None = None) -> Topology:
+                   solo_bus_Bps: float | None = None,
+                   count_simultaneous: bool = False) -> Topology:
         """Ranks on one machine: each has a port, and *every* message crosses one shared bus.
 
         Ranks that are processes on one host talk over loopback: each message is copied by
@@ -318,12 +326,13 @@ class Topology:
         another pays ``busy_latency_s`` instead of α — or, given ``busy_latency_by_flows``,
         its entry for the number of messages already in flight (see :class:`Link`).
         ``solo_bus_Bps``: the bus's rate while it carries a single message (``None``:
-        ``bus_Bps`` always; see :class:`Link`).
+        ``bus_Bps`` always; see :class:`Link`). ``count_simultaneous``: messages that start
+        at one instant all count one another as in flight (see :class:`Link`).
         """
         port_link = replace(port, latency_s=0.0)
         bus = replace(port, bandwidth_Bps=bus_Bps, busy_latency_s=busy_latency_s,
                       busy_latency_by_flows=tuple(busy_latency_by_flows),
-                      solo_bandwidth_Bps=solo_bus_Bps)
+                      solo_bandwidth_Bps=solo_bus_Bps, count_simultaneous=count_simultaneous)
         links: dict[frozenset[Node], Link] = {frozenset(("bus_in", "bus_out")): bus}
         for r in range(world_size):
             links[frozenset((r, "bus_in"))] = port_link
@@ -363,7 +372,7 @@ class _Path:
     """What :meth:`Network.transfer` needs to know about one route, worked out once."""
 
     __slots__ = ("acks", "busy", "busy_by_flows", "busy_latency_s", "cap", "channels", "fair",
-                 "fifo", "latency_s")
+                 "fifo", "latency_s", "simultaneous")
 
     def __init__(self, topology: Topology, src: int, dst: int) -> None:
         self.channels = topology.route(src, dst)
@@ -372,6 +381,8 @@ class _Path:
         # channels whose latency grows while they carry another message, and the path's α then
         self.busy = [c for c, link in zip(self.channels, links, strict=True)
                      if link.busy_latency_s is not None]
+        self.simultaneous = any(link.count_simultaneous for c, link in
+                                zip(self.channels, links, strict=True) if c in self.busy)
         self.busy_latency_s = sum(link.latency_s if link.busy_latency_s is None
                                   else link.busy_latency_s for link in links)
         # the path's α with k others in flight (entry k − 1), where a link has such a table
@@ -464,16 +475,18 @@ class Network:
             path = self._paths[(src, dst)] = _Path(self.topology, src, dst)
         for channel in path.channels:
             self.bytes_per_channel[channel] = self.bytes_per_channel.get(channel, 0) + nbytes
-        latency = path.latency_s
-        if path.busy:
-            others = max(self._in_flight.get(c, 0) for c in path.busy)
-            if others and path.busy_by_flows:
-                latency = path.busy_by_flows[min(others, len(path.busy_by_flows)) - 1]
-            elif others:
-                latency = path.busy_latency_s
-            for c in path.busy:
-                self._in_flight[c] = self._in_flight.get(c, 0) + 1
+        for c in path.busy:
+            self._in_flight[c] = self._in_flight.get(c, 0) + 1
         try:
+            latency = path.latency_s
+            if path.busy:
+                if path.simultaneous:  # count every message that starts at this instant first
+                    yield self.env.timeout(0)
+                others = max(self._in_flight[c] for c in path.busy) - 1
+                if others and path.busy_by_flows:
+                    latency = path.busy_by_flows[min(others, len(path.busy_by_flows)) - 1]
+                elif others:
+                    latency = path.busy_latency_s
             yield from self._move(path, latency, nbytes, buffered, buffer_bytes)
         finally:
             for c in path.busy:

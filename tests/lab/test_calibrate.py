@@ -54,6 +54,7 @@ def test_quick_calibration_writes_an_entry_the_simulator_reads(tmp_path):
     assert entry.exchange_sizes == [2**16, 2**20, 2**22] and entry.bus_bandwidth_Bps > 0
     assert entry.bus_latency_s >= 0
     assert len(entry.chain_latency_s) == 1 and entry.chain_latency_s[0] > 0  # k = 2
+    assert len(entry.chain_ahead_latency_s) == 1 and entry.chain_ahead_latency_s[0] > 0
     assert entry.ready_notice_s is not None and entry.ready_notice_s >= 0
     assert entry.post_overhead_s is not None and entry.post_overhead_s > 0
     local = Cluster.local(2, path=path)

@@ -182,6 +182,22 @@ def test_the_busy_latency_grows_with_the_messages_in_flight():
     assert times == pytest.approx([1e-5, 1e-3, 1e-3])
 
 
+def test_messages_that_start_together_can_count_one_another_whatever_the_order():
+    # counted in order, the first of four simultaneous messages sees none in flight, the
+    # last three; counting simultaneous starts, each sees the other three
+    table = (1e-4, 5e-4, 9e-4)
+    ordered = Topology.shared_bus(4, Link(1e-5, 1e9, "fair"), bus_Bps=1e9,
+                                  busy_latency_s=1e-3, busy_latency_by_flows=table)
+    together = Topology.shared_bus(4, Link(1e-5, 1e9, "fair"), bus_Bps=1e9,
+                                   busy_latency_s=1e-3, busy_latency_by_flows=table,
+                                   count_simultaneous=True)
+    pairs = [(0, 1), (1, 2), (2, 3), (3, 0)]
+    assert arrivals(ordered, pairs, [0] * 4)[0] == pytest.approx([1e-5, 1e-4, 5e-4, 9e-4])
+    assert arrivals(together, pairs, [0] * 4)[0] == pytest.approx([9e-4] * 4)
+    # a message alone still pays the idle α, and one after another never sees a busy bus
+    assert arrivals(together, [(0, 1)], [0])[0] == pytest.approx([1e-5])
+
+
 def test_a_lone_message_moves_at_the_solo_rate_and_shared_ones_split_the_bus():
     # the loopback bus: one message alone at the ping-pong's 4 GB/s, two at once share 3 GB/s
     topo = Topology.shared_bus(4, Link(0.0, 4e9, "fair"), bus_Bps=3e9, solo_bus_Bps=4e9)
