@@ -176,7 +176,10 @@ class Cluster:
         each receive one step ahead (``entry.chain_ahead_latency_s``, where measured) — with
         messages that start together all counting one another as in flight
         (:class:`Link`'s ``count_simultaneous``), and scales that table so that the simulated
-        chain takes the measured time per step (:func:`simulator.core.wakeup.chain_means`).
+        chain takes the measured time per step (:func:`simulator.core.wakeup.chain_means`). The
+        chain between two ranks is a swap, and posted ahead its next notice queues behind its
+        send on the connection both directions use; two messages in flight that are *not* a
+        swap pay the plain chain's two-rank step instead (``one_way_pair_latency_s``).
         """
         if entry.network != "loopback":
             return cls.shaped_from(entry, world_size, contention=contention)
@@ -187,7 +190,7 @@ class Cluster:
             reduce_Bps=entry.reduce_Bps, memcpy_Bps=entry.memcpy_Bps)
         link = Link(entry.latency_s, entry.bandwidth_Bps, contention)
 
-        def build(chain: Sequence[float]) -> Cluster:
+        def build(chain: Sequence[float], pair: float | None = None) -> Cluster:
             if entry.bus_bandwidth_Bps > 0:
                 bus = max(entry.bus_bandwidth_Bps, entry.bandwidth_Bps)
                 busy = max(entry.bus_latency_s, entry.latency_s) if entry.bus_latency_s else None
@@ -195,7 +198,8 @@ class Cluster:
                 topo = Topology.shared_bus(world_size, link, shared or bus,
                                            busy or entry.latency_s, chain,
                                            solo_bus_Bps=bus if shared else None,
-                                           count_simultaneous=receiver_driven)
+                                           count_simultaneous=receiver_driven,
+                                           one_way_pair_latency_s=pair)
             else:
                 topo = Topology.fully_connected(world_size, link)
             return replace(cls.homogeneous(f"local-{entry.backend}x{world_size}", device, topo),
@@ -206,11 +210,14 @@ class Cluster:
 
         ahead = receiver_driven and bool(entry.chain_ahead_latency_s)
         chain = chain_latencies(entry, ahead=ahead)
+        pair = None
         if receiver_driven and chain and entry.bus_bandwidth_Bps > 0:
             from simulator.core.wakeup import chain_means
 
-            chain = chain_means(build, chain, ahead)
-        return build(chain)
+            if ahead:  # two messages one way each: the plain chain's pair, without the queue
+                pair = chain_means(build, chain_latencies(entry)[:1], ahead=False)[0]
+            chain = chain_means(lambda table: build(table, pair), chain, ahead)
+        return build(chain, pair)
 
     @classmethod
     def local(cls, world_size: int, backend: str = "gloo", path: str | Path | None = None,

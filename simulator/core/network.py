@@ -79,6 +79,10 @@ class Link:
             one, …). Where ranks post a step together, as a collective's do, none of them is
             the first; counted in order, the ranks whose messages came first run ahead of the
             others step after step, and fewer messages are in flight than on the real host.
+        one_way_pair_latency_s: with a table, the busy latency of a message that starts with
+            exactly one other in flight when that other is not its reverse — two messages one
+            way each, not a swap — s (``None``: the table's first entry, whatever the other).
+            The table's first entry is measured by a chain between two ranks, which is a swap.
     """
 
     latency_s: float
@@ -89,6 +93,7 @@ class Link:
     busy_latency_by_flows: tuple[float, ...] = ()
     solo_bandwidth_Bps: float | None = None
     count_simultaneous: bool = False
+    one_way_pair_latency_s: float | None = None
 
     def __post_init__(self) -> None:
         if not self.latency_s >= 0:
@@ -312,7 +317,8 @@ class Topology:
                    busy_latency_s: float | None = None,
                    busy_latency_by_flows: Sequence[float] = (),
                    solo_bus_Bps: float | None = None,
-                   count_simultaneous: bool = False) -> Topology:
+                   count_simultaneous: bool = False,
+                   one_way_pair_latency_s: float | None = None) -> Topology:
         """Ranks on one machine: each has a port, and *every* message crosses one shared bus.
 
         Ranks that are processes on one host talk over loopback: each message is copied by
@@ -327,12 +333,14 @@ class Topology:
         its entry for the number of messages already in flight (see :class:`Link`).
         ``solo_bus_Bps``: the bus's rate while it carries a single message (``None``:
         ``bus_Bps`` always; see :class:`Link`). ``count_simultaneous``: messages that start
-        at one instant all count one another as in flight (see :class:`Link`).
+        at one instant all count one another as in flight; ``one_way_pair_latency_s``: what a
+        message pays with one other in flight that is not its reverse (see :class:`Link`).
         """
         port_link = replace(port, latency_s=0.0)
         bus = replace(port, bandwidth_Bps=bus_Bps, busy_latency_s=busy_latency_s,
                       busy_latency_by_flows=tuple(busy_latency_by_flows),
-                      solo_bandwidth_Bps=solo_bus_Bps, count_simultaneous=count_simultaneous)
+                      solo_bandwidth_Bps=solo_bus_Bps, count_simultaneous=count_simultaneous,
+                      one_way_pair_latency_s=one_way_pair_latency_s)
         links: dict[frozenset[Node], Link] = {frozenset(("bus_in", "bus_out")): bus}
         for r in range(world_size):
             links[frozenset((r, "bus_in"))] = port_link
@@ -372,7 +380,7 @@ class _Path:
     """What :meth:`Network.transfer` needs to know about one route, worked out once."""
 
     __slots__ = ("acks", "busy", "busy_by_flows", "busy_latency_s", "cap", "channels", "fair",
-                 "fifo", "latency_s", "simultaneous")
+                 "fifo", "latency_s", "one_way_pair", "simultaneous")
 
     def __init__(self, topology: Topology, src: int, dst: int) -> None:
         self.channels = topology.route(src, dst)
@@ -383,6 +391,11 @@ class _Path:
                      if link.busy_latency_s is not None]
         self.simultaneous = any(link.count_simultaneous for c, link in
                                 zip(self.channels, links, strict=True) if c in self.busy)
+        # with one other in flight that is not this message's reverse (None: as any other)
+        pair = [link.one_way_pair_latency_s for link in links]
+        self.one_way_pair = (None if all(x is None for x in pair) else
+                             sum(_busy_latency(link, 1) if x is None else x
+                                 for link, x in zip(links, pair, strict=True)))
         self.busy_latency_s = sum(link.latency_s if link.busy_latency_s is None
                                   else link.busy_latency_s for link in links)
         # the path's α with k others in flight (entry k − 1), where a link has such a table
@@ -456,6 +469,7 @@ class Network:
         self._version = 0
         self._settling = False
         self._in_flight: dict[Channel, int] = {}
+        self._between: dict[tuple[int, int], int] = {}  # messages in flight, by (src, dst)
 
     def transfer(self, src: int, dst: int, nbytes: int, buffered: simpy.Event | None = None,
                  buffer_bytes: float = 0.0) -> Generator[simpy.Event, Any, None]:
@@ -477,13 +491,17 @@ class Network:
             self.bytes_per_channel[channel] = self.bytes_per_channel.get(channel, 0) + nbytes
         for c in path.busy:
             self._in_flight[c] = self._in_flight.get(c, 0) + 1
+        self._between[(src, dst)] = self._between.get((src, dst), 0) + 1
         try:
             latency = path.latency_s
             if path.busy:
                 if path.simultaneous:  # count every message that starts at this instant first
                     yield self.env.timeout(0)
                 others = max(self._in_flight[c] for c in path.busy) - 1
-                if others and path.busy_by_flows:
+                if (others == 1 and path.one_way_pair is not None
+                        and not self._between.get((dst, src))):
+                    latency = path.one_way_pair  # two messages one way each, not a swap
+                elif others and path.busy_by_flows:
                     latency = path.busy_by_flows[min(others, len(path.busy_by_flows)) - 1]
                 elif others:
                     latency = path.busy_latency_s
@@ -491,6 +509,7 @@ class Network:
         finally:
             for c in path.busy:
                 self._in_flight[c] -= 1
+            self._between[(src, dst)] -= 1
 
     def _move(self, path: _Path, latency: float, nbytes: int,
               buffered: simpy.Event | None = None, buffer_bytes: float = 0.0

@@ -198,6 +198,17 @@ def test_messages_that_start_together_can_count_one_another_whatever_the_order()
     assert arrivals(together, [(0, 1)], [0])[0] == pytest.approx([1e-5])
 
 
+def test_two_messages_one_way_each_can_pay_other_than_a_swap():
+    topo = Topology.shared_bus(4, Link(1e-5, 1e9, "fair"), bus_Bps=1e9, busy_latency_s=1e-3,
+                               busy_latency_by_flows=(8e-4, 9e-4), count_simultaneous=True,
+                               one_way_pair_latency_s=3e-4)
+    # a swap pays the table's first entry, two one-way messages the pair latency
+    assert arrivals(topo, [(0, 1), (1, 0)], [0, 0])[0] == pytest.approx([8e-4, 8e-4])
+    assert arrivals(topo, [(0, 1), (2, 3)], [0, 0])[0] == pytest.approx([3e-4, 3e-4])
+    # three in flight: the table, whatever their directions
+    assert arrivals(topo, [(0, 1), (2, 3), (1, 2)], [0] * 3)[0] == pytest.approx([9e-4] * 3)
+
+
 def test_a_lone_message_moves_at_the_solo_rate_and_shared_ones_split_the_bus():
     # the loopback bus: one message alone at the ping-pong's 4 GB/s, two at once share 3 GB/s
     topo = Topology.shared_bus(4, Link(0.0, 4e9, "fair"), bus_Bps=3e9, solo_bus_Bps=4e9)

@@ -63,6 +63,16 @@ def test_the_table_is_scaled_down_by_what_a_step_costs_besides_its_wait():
     assert all(0 < t < m for t, m in zip(table, measured, strict=True))
 
 
+def test_two_one_way_messages_pay_the_plain_two_rank_step():
+    # the chain between two ranks is a swap; posted ahead (0.6 ms here) it is dearer than
+    # plainly (0.3 ms); two messages one way each pay the plain one, scaled like the table
+    bus = collectives_model(entry(4)).topology.link(("bus_in", "bus_out"))
+    assert bus.one_way_pair_latency_s is not None
+    assert 0 < bus.one_way_pair_latency_s < 3e-4 < bus.busy_latency_by_flows[0]
+    plain_only = collectives_model(entry(4, ahead=False)).topology.link(("bus_in", "bus_out"))
+    assert plain_only.one_way_pair_latency_s is None  # one chain: one price for any pair
+
+
 def test_the_fixed_point_leaves_entries_beyond_the_cluster_as_measured():
     cal = entry(4)
     model = collectives_model(cal)
