@@ -55,7 +55,8 @@ def main() -> None:
         ahead = bool(entry.chain_ahead_latency_s)
         in_order = replace(Cluster.from_calibration(replace(entry, chain_ahead_latency_s=[]),
                                                     exchange_bus=True),
-                           receiver_driven_sends=True)
+                           receiver_driven_sends=True,
+                           post_overhead_s=entry.post_overhead_s or 0.0)
         measured_chain = entry.chain_ahead_latency_s if ahead else entry.chain_latency_s
         for k, measured in enumerate(measured_chain, start=2):
             model = chain_step_s(machine, k, ahead, args.steps)

@@ -358,7 +358,7 @@ def compare_sustained(names: Sequence[str], worlds: Sequence[int], sizes: Sequen
         measured = spawn(measure_sustained, world, points, repeats, SUSTAINED_REPEAT_S, chain,
                          ahead, backend=backend, timeout=timeout)[0]
         cal = calibration
-        if chain_calibration is not None and entry is not None:
+        if entry is not None:  # re-timed the chain: predict from the entry that has it
             chain_s = [row["median_s"] for row in measured[len(points):]]
             save_entry(replace(entry, chain_ahead_latency_s=chain_s) if ahead
                        else replace(entry, chain_latency_s=chain_s), chain_calibration)

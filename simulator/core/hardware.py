@@ -214,8 +214,9 @@ class Cluster:
         if receiver_driven and chain and entry.bus_bandwidth_Bps > 0:
             from simulator.core.wakeup import chain_means
 
-            if ahead:  # two messages one way each: the plain chain's pair, without the queue
-                pair = chain_means(build, chain_latencies(entry)[:1], ahead=False)[0]
+            plain_pair = chain_latencies(entry)[:1]
+            if ahead and plain_pair:  # two messages one way each: the plain chain's pair
+                pair = chain_means(build, plain_pair, ahead=False)[0]
             chain = chain_means(lambda table: build(table, pair), chain, ahead)
         return build(chain, pair)
 

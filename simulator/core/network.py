@@ -469,7 +469,8 @@ class Network:
         self._version = 0
         self._settling = False
         self._in_flight: dict[Channel, int] = {}
-        self._between: dict[tuple[int, int], int] = {}  # messages in flight, by (src, dst)
+        # messages in flight by (src, dst), kept where a path has a one-way pair latency
+        self._between: dict[tuple[int, int], int] = {}
 
     def transfer(self, src: int, dst: int, nbytes: int, buffered: simpy.Event | None = None,
                  buffer_bytes: float = 0.0) -> Generator[simpy.Event, Any, None]:
@@ -491,15 +492,17 @@ class Network:
             self.bytes_per_channel[channel] = self.bytes_per_channel.get(channel, 0) + nbytes
         for c in path.busy:
             self._in_flight[c] = self._in_flight.get(c, 0) + 1
-        self._between[(src, dst)] = self._between.get((src, dst), 0) + 1
+        paired = path.one_way_pair is not None  # only then who sends to whom matters
+        if paired:
+            self._between[(src, dst)] = self._between.get((src, dst), 0) + 1
         try:
             latency = path.latency_s
             if path.busy:
                 if path.simultaneous:  # count every message that starts at this instant first
                     yield self.env.timeout(0)
                 others = max(self._in_flight[c] for c in path.busy) - 1
-                if (others == 1 and path.one_way_pair is not None
-                        and not self._between.get((dst, src))):
+                if others == 1 and paired and not self._between.get((dst, src)):
+                    assert path.one_way_pair is not None
                     latency = path.one_way_pair  # two messages one way each, not a swap
                 elif others and path.busy_by_flows:
                     latency = path.busy_by_flows[min(others, len(path.busy_by_flows)) - 1]
@@ -509,7 +512,8 @@ class Network:
         finally:
             for c in path.busy:
                 self._in_flight[c] -= 1
-            self._between[(src, dst)] -= 1
+            if paired:
+                self._between[(src, dst)] -= 1
 
     def _move(self, path: _Path, latency: float, nbytes: int,
               buffered: simpy.Event | None = None, buffer_bytes: float = 0.0

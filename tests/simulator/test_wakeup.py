@@ -48,7 +48,8 @@ def test_messages_posted_together_no_longer_drift_apart():
     # ahead, and a long chain among four came out at well under half the measured step
     cal = entry(4)
     drifting = Cluster.from_calibration(cal, exchange_bus=True)  # the other chapters' model
-    drifting = replace(drifting, receiver_driven_sends=True)
+    drifting = replace(drifting, receiver_driven_sends=True,
+                       post_overhead_s=cal.post_overhead_s or 0.0)
     measured = cal.chain_latency_s[2]
     assert chain_step_s(drifting, 4, ahead=False) < 0.6 * measured
     assert chain_step_s(collectives_model(replace(cal, chain_ahead_latency_s=[])), 4,
