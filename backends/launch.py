@@ -43,6 +43,11 @@ from typing import Any
 DEFAULT_TIMEOUT_S = 30.0
 """Process-group timeout, s: a collective waiting longer than this fails instead of hanging."""
 
+RANK_SCHED_ENV = "DISTML_RANK_SCHED"
+"""Environment variable choosing the ranks' Linux scheduling policy: ``batch`` (the default)
+or ``normal`` (the kernel's default, ``SCHED_OTHER``); see :func:`apply_rank_sched`."""
+RANK_SCHED_POLICIES = ("batch", "normal")
+
 
 class RankError(RuntimeError):
     """A rank failed. ``rank`` is the failing rank, ``remote_traceback`` its traceback text."""
@@ -83,6 +88,40 @@ def _set_env(values: Mapping[str, str | None]) -> None:
             os.environ[k] = v
 
 
+def rank_sched_policy(environ: Mapping[str, str] | None = None) -> str:
+    """The ranks' scheduling policy named by :data:`RANK_SCHED_ENV` (``batch`` if unset).
+
+    Raises:
+        ValueError: for any other value, in one line.
+    """
+    value = (os.environ if environ is None else environ).get(RANK_SCHED_ENV, "") or "batch"
+    policy = value.strip().lower()
+    if policy not in RANK_SCHED_POLICIES:
+        raise ValueError(f"{RANK_SCHED_ENV}={value!r} is not a scheduling policy; "
+                         f"choose {' or '.join(RANK_SCHED_POLICIES)}")
+    return policy
+
+
+def apply_rank_sched() -> str:
+    """Give this rank the policy of :func:`rank_sched_policy`; call it before the process
+    group starts its threads (they inherit the policy). Returns the policy.
+
+    ``batch`` is Linux's ``SCHED_BATCH``: the rank's threads share the cores exactly as
+    before, but a thread that wakes up does not preempt the one running. That removes a
+    livelock of gloo on hosts with fewer cores than threads (traced in chapter 2, "The
+    four-millisecond stall"): a rank's main thread writes a message while holding its
+    connection's lock, the write wakes the receiving rank's I/O thread, which preempts the
+    writer on its own core, finds the lock of *its* connection taken by *its* main thread —
+    itself preempted the same way — and spins on a level-triggered ``epoll`` until the next
+    scheduler tick (4 ms at 250 Hz). ``normal`` keeps the kernel's default, stall included.
+    Elsewhere than on Linux nothing changes.
+    """
+    policy = rank_sched_policy()
+    if policy == "batch" and hasattr(os, "sched_setscheduler"):
+        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+    return policy
+
+
 def _die_with_parent() -> None:
     """Ask Linux to SIGKILL this process when its parent dies (no orphans)."""
     if sys.platform.startswith("linux"):
@@ -99,6 +138,7 @@ def _rank_main(fn: Callable[..., Any], args: tuple[Any, ...], rank: int, world_s
     """Body of one child process: join the store, build the group, run ``fn``, report."""
     _die_with_parent()
     try:
+        apply_rank_sched()
         import torch.distributed as dist
 
         if backend == "nccl":
@@ -137,7 +177,9 @@ def spawn(fn: Callable[..., Any], world_size: int, *args: Any, backend: str = "a
         timeout: process-group timeout, s.
         deadline: give up on the whole launch after this many seconds (``None``: no limit).
         env: extra environment variables for the children (``OMP_NUM_THREADS`` defaults to 1
-            so ranks sharing cores do not oversubscribe them, as ``torchrun`` does).
+            so ranks sharing cores do not oversubscribe them, as ``torchrun`` does; each rank
+            runs under the scheduling policy :data:`RANK_SCHED_ENV` names, see
+            :func:`apply_rank_sched`).
         network: ``loopback`` (the host's own network) or ``shaped``: every rank in its own
             network namespace on a rate-limited link (:mod:`backends.shaped`; needs root).
         bandwidth: the shaped links' line rate, ``"1gbit"`` or one per rank
@@ -148,10 +190,11 @@ def spawn(fn: Callable[..., Any], world_size: int, *args: Any, backend: str = "a
 
     Raises:
         RankError: naming the first rank that failed, with its traceback.
-        ValueError: for a world size below 1.
+        ValueError: for a world size below 1, or an unknown :data:`RANK_SCHED_ENV` policy.
     """
     if world_size < 1:
         raise ValueError(f"world size must be at least 1, got {world_size}")
+    rank_sched_policy({**os.environ, **(env or {})})  # a bad policy fails here, not in a rank
     if network == "shaped":
         from backends.shaped import spawn_shaped
 
@@ -262,6 +305,7 @@ def init_from_env(timeout: float = DEFAULT_TIMEOUT_S, backend: str = "auto") -> 
     import torch.distributed as dist
 
     if not dist.is_initialized():
+        apply_rank_sched()
         dist.init_process_group(resolve_backend(backend),
                                 timeout=datetime.timedelta(seconds=timeout))
 

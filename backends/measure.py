@@ -59,21 +59,22 @@ barrier's exit skew (tens of µs) does not swamp a short operation — as nccl-t
 
 
 def measure(fn: Callable[[], Any], repeats: int = 10, warmup: int = 2,
-            group: dist.ProcessGroup | None = None, inner: int | None = None) -> Timing:
+            group: dist.ProcessGroup | None = None, inner: int | None = None,
+            repeat_s: float = MIN_REPEAT_S) -> Timing:
     """Time ``fn()`` on every rank of ``group``; call it from every rank.
 
     Each repeat: barrier, run ``fn()`` ``inner`` times back to back, then take the slowest
     rank's elapsed time divided by ``inner`` (an all-reduce outside the timed region).
-    ``inner=None`` picks it from the warm-up so that a repeat lasts about
-    :data:`MIN_REPEAT_S`; all ranks agree on it. Returns the same :class:`Timing` on every
-    rank, in seconds per call.
+    ``inner=None`` picks it from the warm-up so that a repeat lasts about ``repeat_s``
+    (:data:`MIN_REPEAT_S` unless asked; at most 1000 calls); all ranks agree on it. Returns
+    the same :class:`Timing` on every rank, in seconds per call.
     """
-    return measure_many([fn], repeats, warmup, group, inner)[0]
+    return measure_many([fn], repeats, warmup, group, inner, repeat_s)[0]
 
 
 def measure_many(fns: Sequence[Callable[[], Any]], repeats: int = 10, warmup: int = 2,
                  group: dist.ProcessGroup | None = None,
-                 inner: int | None = None) -> list[Timing]:
+                 inner: int | None = None, repeat_s: float = MIN_REPEAT_S) -> list[Timing]:
     """:func:`measure` for several operations, their repeats *interleaved*.
 
     Round ``k`` takes the ``k``-th sample of every operation in turn, so a slow spell of the
@@ -96,8 +97,7 @@ def measure_many(fns: Sequence[Callable[[], Any]], repeats: int = 10, warmup: in
     inners = []
     for fn in fns:
         warm = [timed(fn, 1) for _ in range(max(warmup, 1))]
-        inners.append(inner or max(1, min(1000, math.ceil(MIN_REPEAT_S / max(min(warm),
-                                                                                1e-7)))))
+        inners.append(inner or max(1, min(1000, math.ceil(repeat_s / max(min(warm), 1e-7)))))
     samples: list[list[float]] = [[] for _ in fns]
     for _ in range(repeats):
         for fn, calls, out in zip(fns, inners, samples, strict=True):

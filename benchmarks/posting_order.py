@@ -8,11 +8,12 @@ distance 1, and the calibration's concurrent-exchange primitive — posted in tw
 repeats interleaved in one launch per world (:func:`backends.measure.measure_many`: each repeat
 runs the exchange back to back for ~20 ms and takes the time per call, the slowest rank's):
 
-* ``send_first`` — ``isend``, then a blocking ``recv``, then wait for the send: the
-  calibration's own primitive (:func:`lab.calibrate.pair_exchange`), to which the loopback
-  model's bus is fitted;
+* ``send_first`` — ``isend``, then a blocking ``recv``, then wait for the send (how the
+  calibration's concurrent exchange was posted until the lab's ranks ran under
+  ``SCHED_BATCH``);
 * ``recv_first`` — ``irecv``, then ``isend``, then wait for both: the step the lab's
-  collectives post (:meth:`backends.collectives.comm.Comm.sendrecv`, called here).
+  collectives post (:meth:`backends.collectives.comm.Comm.sendrecv`, called here), and the
+  calibration's exchange now (:func:`lab.calibrate.pair_exchange`).
 
 Gloo moves a send's bytes only once the receiver's "receive ready" notice has arrived
 (``gloo/transport/tcp/pair.cc``). A send posted before that notice is queued and gloo's I/O
@@ -20,7 +21,9 @@ thread writes it when the notice comes; a send posted after it is written at onc
 calling thread, under the pair's lock, which the I/O thread also needs to read what the partner
 sends (it only tries the lock and, failing, leaves the event for epoll to report again).
 Posting the receive first makes the second case likely, posting the send first the first.
-The same two messages can then take very different times; this measures by how much. Writes
+Under the kernel's default scheduling policy that second case is where the tick stall lives
+(``benchmarks/tick_stalls.py``): run with ``DISTML_RANK_SCHED=normal`` to see the two orders
+apart, and with the lab's default (``batch``) to see them agree. Writes
 ``posting_order.json``/``.csv`` (median, p10, p90 per order and the ratio
 recv_first / send_first of the medians) and prints a table; asserts nothing.
 """
@@ -39,12 +42,23 @@ import torch
 from backends.collectives.comm import Comm
 from backends.launch import spawn
 from backends.measure import Timing, measure_many
-from lab.calibrate import pair_exchange
 from lab.compare import write_csv, write_json
+from simulator.core.calibration import SUSTAINED_REPEAT_S
 
 SIZES = [2**k for k in range(16, 25, 2)]
 """Buffer sizes, bytes: 64 KiB … 16 MiB, those of the collectives' accuracy sweep."""
 ORDERS = ("send_first", "recv_first")
+
+
+def send_first(send: torch.Tensor, recv: torch.Tensor) -> None:
+    """Send to the partner (``r xor 1``), receive from it blocking, then wait for the send."""
+    import torch.distributed as dist
+
+    peer = dist.get_rank() ^ 1
+    if peer < dist.get_world_size():
+        request = dist.isend(send, peer)
+        dist.recv(recv, peer)
+        request.wait()
 
 
 def time_orders(sizes: list[int], repeats: int) -> list[dict[str, Any]]:
@@ -56,10 +70,10 @@ def time_orders(sizes: list[int], repeats: int) -> list[dict[str, Any]]:
     fns: list[Callable[[], None]] = []
     for nbytes in sizes:
         send, recv = torch.zeros(nbytes // 4), torch.empty(nbytes // 4)
-        fns.append(functools.partial(pair_exchange, send, recv))  # idle without a partner
+        fns.append(functools.partial(send_first, send, recv))  # idle without a partner
         fns.append(functools.partial(comm.sendrecv, peer, send, peer, recv) if has_peer
                    else lambda: None)
-    timings = measure_many(fns, repeats=repeats, warmup=3)
+    timings = measure_many(fns, repeats=repeats, warmup=3, repeat_s=SUSTAINED_REPEAT_S)
     return [{"bytes": nbytes, "send_first": timings[2 * i], "recv_first": timings[2 * i + 1]}
             for i, nbytes in enumerate(sizes)]
 

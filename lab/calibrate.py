@@ -7,9 +7,13 @@ Only primitives are measured (DESIGN.md, "The lab"):
   ``t(n) = α + n·β`` that minimises *relative* error (so 1 KiB and 64 MiB points count alike);
   the fit's residuals are stored beside it;
 * **concurrent exchange** — every rank pairs with a partner (0↔1, 2↔3, …) and both send at
-  once (IMB's "Exchange" pattern); the aggregate bytes per second of all these messages is the
-  host's *bus* bandwidth (on one machine, loopback messages share the same cores and memory),
-  and the fit's intercept the latency of a message among others in flight. On a shaped
+  once (IMB's "Exchange" pattern), each posting its receive first as the collectives do; the
+  aggregate bytes per second of all these messages is the host's *bus* bandwidth (on one
+  machine, loopback messages share the same cores and memory), and the fit's intercept the
+  latency of a message among others in flight. The collectives' model reads the exchange
+  size by size: its rate depends on how many bytes are in flight
+  (:mod:`simulator.core.bus`). Both are timed in repeats of :data:`SUSTAINED_REPEAT_S`
+  back to back, as the collectives' accuracy sweep times the algorithms. On a shaped
   network it is the *shift* instead — every rank receives from its left neighbour while it
   sends to its right one, the receive posted first — whose per-port rate against the
   ping-pong's prices the acknowledgements a port carries while it sends
@@ -18,8 +22,9 @@ Only primitives are measured (DESIGN.md, "The lab"):
   each step (send right, receive from the left) waiting for the last, for ``k = 2 … world``;
   the time of one step, averaged over a long chain (:data:`CHAIN_STEPS`), is what a message
   among ``k`` in flight pays before its bytes move. With more runnable threads than cores (4
-  ranks, each a main thread plus gloo's I/O thread, on 2 cores) a woken receiver waits for a
-  time slice — up to a scheduler tick (4 ms at 250 Hz) — so this grows with ``k``. The same
+  ranks, each a main thread plus gloo's I/O thread, on 2 cores) a woken receiver may wait for
+  a core, so this grows with ``k``; under the kernel's default policy it also takes in gloo's
+  tick stalls, which the lab's ranks avoid (:func:`backends.launch.apply_rank_sched`). The same
   chain is timed again posted as the collectives post their steps, each receive one step
   ahead (:func:`chain_ahead`): the collectives' model prices its latencies by that one;
 * **receive-ready notice** — gloo moves a message's bytes only once the receiver has posted
@@ -42,7 +47,8 @@ Only primitives are measured (DESIGN.md, "The lab"):
   that buffer holds (:func:`send_buffer_bytes`, ``Cluster.send_buffer_bytes``).
 
 Rates are measured with all ``world_size`` ranks running together, so on a 2-core laptop with
-4 ranks the cores' contention is in the numbers. Every algorithm's prediction is derived from
+4 ranks the cores' contention is in the numbers, under the scheduling policy the ranks run
+under (recorded in the entry, ``rank_sched``). Every algorithm's prediction is derived from
 these; none is ever fitted to the algorithm it predicts.
 """
 
@@ -64,6 +70,7 @@ from simulator.core.calibration import (
     CHAIN_STEPS as CHAIN_STEPS,
 )
 from simulator.core.calibration import (
+    SUSTAINED_REPEAT_S,
     CalibrationEntry,
     Fit,
     exchange_flows,
@@ -84,15 +91,15 @@ small enough that the fit sees the exchanges' latency as well as their bandwidth
 
 
 def pair_exchange(send: Any, recv: Any) -> None:
-    """Send to the partner and receive from it at once (rank r pairs with r xor 1)."""
+    """Send to the partner and receive from it at once (rank r pairs with r xor 1), the
+    receive posted first, as the collectives post their steps."""
     import torch.distributed as dist
 
     peer = dist.get_rank() ^ 1
     if peer < dist.get_world_size():
-        request = dist.isend(send, peer)
-        dist.recv(recv, peer)
-        if request is not None:
-            request.wait()
+        for work in (dist.irecv(recv, peer), dist.isend(send, peer)):
+            if work is not None:
+                work.wait()
 
 
 def _shift(send: Any, recv: Any) -> None:
@@ -252,13 +259,14 @@ def measure_primitives(sizes: Sequence[int], repeats: int, shift: bool = False,
 
     world = dist.get_world_size()
     bufs = [torch.zeros(nbytes, dtype=torch.uint8) for nbytes in sizes]
-    timings = measure_many([functools.partial(ping_pong, buf) for buf in bufs], repeats=repeats)
+    timings = measure_many([functools.partial(ping_pong, buf) for buf in bufs], repeats=repeats,
+                           repeat_s=SUSTAINED_REPEAT_S)
     p2p = [t.median_s / 2 for t in timings]
     big = [b for b in bufs if b.numel() >= EXCHANGE_MIN_BYTES]
     spare = [torch.empty_like(b) for b in big]
     pairs = zip(big, spare, strict=True)
     exchange = measure_many([functools.partial(_shift if shift else pair_exchange, b, s)
-                             for b, s in pairs], repeats=repeats)
+                             for b, s in pairs], repeats=repeats, repeat_s=SUSTAINED_REPEAT_S)
 
     token, slot = torch.zeros(CHAIN_BYTES, dtype=torch.uint8), torch.empty(CHAIN_BYTES,
                                                                           dtype=torch.uint8)
@@ -358,7 +366,7 @@ def calibrate(world_size: int = 2, backend: str = "gloo", sizes: Sequence[int] =
     (``shaped:1gbit``) beside the loopback one. There the default sweep is
     :func:`shaped_sizes` with at most 10 repeats (a 64 MiB ping-pong at 100 Mbit/s takes 11 s).
     """
-    from backends.launch import spawn
+    from backends.launch import rank_sched_policy, spawn
     from simulator.core.shaped import key_rates, network_key, shift_flows
 
     if world_size < 2:
@@ -403,6 +411,7 @@ def calibrate(world_size: int = 2, backend: str = "gloo", sizes: Sequence[int] =
         send_buffer_bytes=(send_buffer_bytes(probe, float(result["send_return_s"]),
                                              fit.bandwidth_Bps) if shaped else None),
         ready_notice_s=float(result["ready_notice_s"]),
-        post_overhead_s=float(result["post_overhead_s"]))
+        post_overhead_s=float(result["post_overhead_s"]),
+        rank_sched=rank_sched_policy())
     save_entry(entry, path)
     return entry

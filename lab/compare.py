@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.twins import Twin, get_twin
-from simulator.core.calibration import CalibrationError, find_entry
+from simulator.core.calibration import SUSTAINED_REPEAT_S, CalibrationError, find_entry
 from simulator.core.engine import Trace
 from simulator.core.hardware import Cluster, preset
 
@@ -133,8 +133,6 @@ def measure_twin(name: str, sizes: Sequence[int], repeats: int) -> list[dict[str
     return ours
 
 
-SUSTAINED_REPEAT_S = 0.02
-"""How long one repeat of :func:`measure_sustained` runs its operation back to back, s."""
 
 
 CALLS_PROBES = 5
@@ -158,15 +156,17 @@ def sustained_calls(repeat_s: float, probes_s: Sequence[float]) -> int:
 
 def measure_sustained(points: Sequence[tuple[str, int]], repeats: int,
                       repeat_s: float = SUSTAINED_REPEAT_S, chain: bool = False,
-                      ahead: bool = False) -> list[dict[str, Any]]:
+                      ahead: bool = False,
+                      exchange_sizes: Sequence[int] = ()) -> list[dict[str, Any]]:
     """Rank function: each ``(twin name, nbytes)`` point timed as nccl-tests times it.
 
     A repeat runs the operation back to back for about ``repeat_s`` seconds (at least once;
     :func:`sustained_calls`) and takes the time per call; the point's statistic is the median
     over ``repeats`` such repeats. Every point's repeats are interleaved in the same rounds
     (:func:`backends.measure.measure_many`), so a slow spell of the machine hits all points
-    alike. On a host with more runnable threads than cores a single call is a lottery — a
-    woken rank may wait a whole scheduler tick (4 ms here) or not at all — and its median
+    alike. On a host with more runnable threads than cores, under the kernel's default
+    scheduling policy, a single call is a lottery — gloo may stall a whole scheduler tick (4 ms
+    here; chapter 2, "The four-millisecond stall") or not at all — and its median
     swings with how often that happens; the time per call over many calls takes the waits in
     as often as they occur, which is what the simulator's calibrated step latency
     (:mod:`lab.calibrate`'s chain of dependent exchanges, timed the same way) predicts.
@@ -180,15 +180,20 @@ def measure_sustained(points: Sequence[tuple[str, int]], repeats: int,
     the algorithms. ``ahead``: the chain is the one posted a step ahead, as the collectives
     post theirs (:func:`lab.calibrate.chain_ahead`, a whole chain per call; its rows still
     give one step).
+
+    ``exchange_sizes``: also time the calibration's concurrent exchange of each size
+    (:func:`lab.calibrate.pair_exchange`, bytes per message) the same way, beside the chain;
+    its rows follow the chain's (``{"exchange_bytes": n, "median_s": …}``). The host's copy
+    rate drifts too (the same 8 MiB exchange by a tenth or more between one minute and the
+    next): the bus the predictions use is then the one of these rounds.
     """
     import functools
-    import statistics
 
     import torch
     import torch.distributed as dist
 
     from backends.measure import measure, measure_many
-    from lab.calibrate import CHAIN_BYTES, CHAIN_STEPS, chain_ahead, chain_step
+    from lab.calibrate import CHAIN_BYTES, CHAIN_STEPS, chain_ahead, chain_step, pair_exchange
 
     twins = {name: get_twin(name) for name, _ in points}
     for twin in twins.values():
@@ -197,15 +202,20 @@ def measure_sustained(points: Sequence[tuple[str, int]], repeats: int,
     token, slot = (torch.zeros(CHAIN_BYTES, dtype=torch.uint8),
                    torch.empty(CHAIN_BYTES, dtype=torch.uint8))
     slots = torch.empty(2, CHAIN_BYTES, dtype=torch.uint8)
+    swaps = [(torch.zeros(n, dtype=torch.uint8), torch.empty(n, dtype=torch.uint8))
+             for n in exchange_sizes]
     steps: list[Callable[[], None]] = []
-    where: list[int] = []  # what each step is: a point's index, or -k for the chain among k
+    where: list[int] = []  # what each step is: a point's index, -k for the chain among k,
+    # or len(points) + j for the j-th exchange
     for i, (name, nbytes) in enumerate(points):
         steps.append(twins[name].real_step(nbytes, None))
         where.append(i)
-        if chains and (i + 1 == len(points) or points[i + 1][0] != name):
+        if (chains or swaps) and (i + 1 == len(points) or points[i + 1][0] != name):
             steps += [functools.partial(chain_ahead, k, token, slots) if ahead
                       else functools.partial(chain_step, k, token, slot) for k in chains]
             where += [-k for k in chains]
+            steps += [functools.partial(pair_exchange, a, b) for a, b in swaps]
+            where += [len(points) + j for j in range(len(swaps))]
     calls = [sustained_calls(repeat_s, measure(step, repeats=CALLS_PROBES, inner=1).samples_s)
              for step in steps]
 
@@ -220,18 +230,28 @@ def measure_sustained(points: Sequence[tuple[str, int]], repeats: int,
     per_call = [[x / k for x in t.samples_s] for t, k in zip(timings, calls, strict=True)]
     rows: list[dict[str, Any]] = [{} for _ in points]
     pooled: dict[int, list[float]] = {k: [] for k in chains}
+    exchanged: list[list[float]] = [[] for _ in swaps]
     for w, samples, t, k in zip(where, per_call, timings, calls, strict=True):
-        if w >= 0:
+        if w >= len(points):
+            exchanged[w - len(points)] += samples
+        elif w >= 0:
             rows[w] = {"median_s": t.median_s / k, "p10_s": t.p10_s / k, "p90_s": t.p90_s / k,
                        "calls": k}
         else:
             pooled[-w] += [x / CHAIN_STEPS for x in samples] if ahead else samples
     for k in chains:
-        q = (statistics.quantiles(pooled[k], n=10, method="inclusive") if len(pooled[k]) > 1
-             else pooled[k] * 9)
-        rows.append({"chain_k": k, "median_s": statistics.median(pooled[k]), "p10_s": q[0],
-                     "p90_s": q[-1], "calls": len(pooled[k])})
+        rows.append({"chain_k": k, **_pooled_stats(pooled[k])})
+    for n, samples in zip(exchange_sizes, exchanged, strict=True):
+        rows.append({"exchange_bytes": n, **_pooled_stats(samples)})
     return rows
+
+
+def _pooled_stats(samples: Sequence[float]) -> dict[str, Any]:
+    """Median, p10, p90 (s) and the count of samples pooled from several copies of a step."""
+    q = (statistics.quantiles(samples, n=10, method="inclusive") if len(samples) > 1
+         else list(samples) * 9)
+    return {"median_s": statistics.median(samples), "p10_s": q[0], "p90_s": q[-1],
+            "calls": len(samples)}
 
 
 def trace_twin(name: str, nbytes: int) -> list[dict[str, Any]]:
@@ -281,17 +301,21 @@ def ensure_calibrated(worlds: Sequence[int], backend: str = "gloo",
     network the comparison will run on — or whose loopback entry predates a primitive the
     prediction uses (the receive-ready notice, the posting overhead and the chain posted a
     step ahead, :mod:`lab.calibrate`), which would otherwise fall back to α, to nothing and
-    to the plain chain."""
+    to the plain chain, or was measured under another scheduling policy than the ranks will
+    run under (:func:`backends.launch.apply_rank_sched`)."""
+    from backends.launch import rank_sched_policy
     from lab.calibrate import DEFAULT_SIZES, QUICK_SIZES, calibrate
     from simulator.core.shaped import network_key
 
     key = network_key(network, bandwidth)
+    policy = rank_sched_policy()
     for world in sorted(set(worlds)):
         try:
             entry = find_entry(max(world, 2), backend, path=calibration, network=key)
             stale = key == "loopback" and (entry.ready_notice_s is None
                                            or entry.post_overhead_s is None
-                                           or not entry.chain_ahead_latency_s)
+                                           or not entry.chain_ahead_latency_s
+                                           or entry.rank_sched != policy)
         except CalibrationError:
             stale = True
         if stale:
@@ -339,8 +363,10 @@ def compare_sustained(names: Sequence[str], worlds: Sequence[int], sizes: Sequen
     ``chain_calibration``: a calibration file to which each world's entry is copied with its
     chain of dependent exchanges re-measured in the same rounds as the algorithms (the
     ``chain`` of :func:`measure_sustained`) — the chain posted a step ahead, which the
-    predictions use, where the entry has one; the predictions then use that entry. ``None``:
-    the predictions use ``calibration`` as it is."""
+    predictions use, where the entry has one — and so are its concurrent exchanges up to the
+    largest of ``sizes`` (the bus the collectives' model prices by load,
+    :mod:`simulator.core.bus`); the predictions then use that entry. ``None``: the
+    predictions use ``calibration`` as it is."""
     from dataclasses import replace
 
     from backends.launch import spawn
@@ -355,11 +381,19 @@ def compare_sustained(names: Sequence[str], worlds: Sequence[int], sizes: Sequen
         chain = chain_calibration is not None
         entry = find_entry(world, backend, path=calibration) if chain else None
         ahead = entry is not None and bool(entry.chain_ahead_latency_s)
+        swaps = ([n for n in entry.exchange_sizes if n <= max(sizes)]
+                 if entry is not None and world > 1 else [])
         measured = spawn(measure_sustained, world, points, repeats, SUSTAINED_REPEAT_S, chain,
-                         ahead, backend=backend, timeout=timeout)[0]
+                         ahead, swaps, backend=backend, timeout=timeout)[0]
         cal = calibration
-        if entry is not None:  # re-timed the chain: predict from the entry that has it
-            chain_s = [row["median_s"] for row in measured[len(points):]]
+        if entry is not None:  # re-timed the chain and the bus: predict from that entry
+            extra = measured[len(points):]
+            chain_s = [row["median_s"] for row in extra if "chain_k" in row]
+            retimed = {row["exchange_bytes"]: row["median_s"] for row in extra
+                       if "exchange_bytes" in row}
+            entry = replace(entry, exchange_times_s=[
+                retimed.get(n, t) for n, t in zip(entry.exchange_sizes, entry.exchange_times_s,
+                                                  strict=True)])
             save_entry(replace(entry, chain_ahead_latency_s=chain_s) if ahead
                        else replace(entry, chain_latency_s=chain_s), chain_calibration)
             cal = chain_calibration

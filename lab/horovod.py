@@ -366,7 +366,8 @@ def costs(entry: CalibrationEntry, world: int, primitives: Primitives) -> Horovo
 
     def with_latency(latency_s: float) -> Cluster:
         return Cluster.from_calibration(replace(entry, latency_s=latency_s,
-                                                bus_latency_s=latency_s), world_size=world)
+                                                bus_latency_s=latency_s, chain_latency_s=[],
+                                                chain_ahead_latency_s=[]), world_size=world)
 
     cluster = gloo_ring_cluster(entry, world)
     tensors = len(primitives.workload.param_sizes)

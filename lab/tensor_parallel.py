@@ -544,7 +544,8 @@ def waiting_cluster(world: int, exchange_s: float, nbytes: int = WAIT_BYTES,
 
         return local_cluster(world, calibration)
     alpha = max(exchange_s - nbytes / entry.bandwidth_Bps, 0.0)
-    waited = replace(entry, latency_s=alpha, bus_latency_s=alpha if entry.bus_latency_s else 0)
+    waited = replace(entry, latency_s=alpha, bus_latency_s=alpha if entry.bus_latency_s else 0,
+                     chain_latency_s=[], chain_ahead_latency_s=[])  # every message pays α
     cluster = Cluster.from_calibration(waited)
     return cluster, (f"calibrated cluster {cluster.name}, α = {alpha * 1e6:.0f} µs (a ring "
                      f"step of {nbytes} B between computations; the calibration's median: "

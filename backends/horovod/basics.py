@@ -48,7 +48,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from backends.launch import DEFAULT_TIMEOUT_S
+from backends.launch import DEFAULT_TIMEOUT_S, apply_rank_sched
 
 DEFAULT_CYCLE_TIME_MS = 1.0
 """Horovod's current default cycle time (early releases: 5 ms), ms."""
@@ -175,6 +175,7 @@ def _init_default_group(timeout_s: float) -> bool:
         raise ValueError(f"HOROVOD_RANK={rank} is not within HOROVOD_SIZE={size}")
     addr = env.get("MASTER_ADDR", "127.0.0.1")
     port = _env_int(env, "MASTER_PORT")
+    apply_rank_sched()  # a task of horovodrun is a rank: the launcher's policy (before threads)
     store = dist.TCPStore(addr, port, size, is_master=rank == 0,  # type: ignore[attr-defined]
                           timeout=timeout)
     dist.init_process_group("gloo", store=store, rank=rank, world_size=size, timeout=timeout)

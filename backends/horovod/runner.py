@@ -50,6 +50,7 @@ from backends.horovod.task_service import (
     read_line,
     verify,
 )
+from backends.launch import rank_sched_policy
 
 DEFAULT_START_TIMEOUT_S = 30.0
 """Horovod's default start timeout (``--start-timeout``, ``HOROVOD_START_TIMEOUT``), s."""
@@ -313,6 +314,7 @@ def horovodrun(np: int, command: Sequence[str], *, cycle_time_ms: float | None =
     err = sys.stderr if stderr is None else stderr
     base = dict(os.environ)
     base.update(env or {})
+    rank_sched_policy(base)  # the tasks' scheduling policy (backends.launch): fail here if bad
 
     def say(text: str) -> None:
         with lock:

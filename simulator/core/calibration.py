@@ -32,6 +32,13 @@ CHAIN_STEPS = 50
 """Dependent steps timed back to back in one repeat of the chain: the step time is their
 mean, which takes in the occasional wait for a time slice as often as it happens."""
 
+SUSTAINED_REPEAT_S = 0.02
+"""How long one timed repeat runs its operation back to back, s, wherever timing must match the
+collectives' accuracy sweep (:func:`lab.compare.measure_sustained`): long enough that the ranks
+settle into the rhythm of back-to-back calls, each call's start overlapping the last one's end,
+and that the barrier before a repeat does not count. The calibration times the point-to-point
+and exchange primitives this way too."""
+
 
 @dataclass(frozen=True)
 class Fit:
@@ -128,6 +135,11 @@ class CalibrationEntry:
         post_overhead_s: the CPU time of posting one non-blocking send or receive (half of
             posting an ``irecv`` and an ``isend`` back to back, every rank at once), s — LogP's
             *o* (``None``: not measured; :mod:`lab.calibrate`).
+        rank_sched: the Linux scheduling policy the ranks ran under, ``batch`` or ``normal``
+            (:func:`backends.launch.apply_rank_sched`); entries written before the lab chose
+            one ran under ``normal``. On a host with fewer cores than threads the two measure
+            different machines: under ``normal`` gloo's ranks sometimes stall for a scheduler
+            tick.
     """
 
     host: str
@@ -154,6 +166,7 @@ class CalibrationEntry:
     ready_notice_s: float | None = None
     post_overhead_s: float | None = None
     chain_ahead_latency_s: list[float] = field(default_factory=list)
+    rank_sched: str = "normal"
 
     @property
     def key(self) -> str:

@@ -190,7 +190,8 @@ class Cluster:
             reduce_Bps=entry.reduce_Bps, memcpy_Bps=entry.memcpy_Bps)
         link = Link(entry.latency_s, entry.bandwidth_Bps, contention)
 
-        def build(chain: Sequence[float], pair: float | None = None) -> Cluster:
+        def build(chain: Sequence[float], pair: float | None = None,
+                  by_load: Sequence[tuple[float, float]] = ()) -> Cluster:
             if entry.bus_bandwidth_Bps > 0:
                 bus = max(entry.bus_bandwidth_Bps, entry.bandwidth_Bps)
                 busy = max(entry.bus_latency_s, entry.latency_s) if entry.bus_latency_s else None
@@ -199,7 +200,7 @@ class Cluster:
                                            busy or entry.latency_s, chain,
                                            solo_bus_Bps=bus if shared else None,
                                            count_simultaneous=receiver_driven,
-                                           one_way_pair_latency_s=pair)
+                                           one_way_pair_latency_s=pair, bus_by_load=by_load)
             else:
                 topo = Topology.fully_connected(world_size, link)
             return replace(cls.homogeneous(f"local-{entry.backend}x{world_size}", device, topo),
@@ -218,7 +219,14 @@ class Cluster:
             if ahead and plain_pair:  # two messages one way each: the plain chain's pair
                 pair = chain_means(build, plain_pair, ahead=False)[0]
             chain = chain_means(lambda table: build(table, pair), chain, ahead)
-        return build(chain, pair)
+        by_load: tuple[tuple[float, float], ...] = ()
+        if (exchange_bus and entry.bus_bandwidth_Bps > 0 and entry.exchange_sizes
+                and world_size == entry.world_size):  # the exchange as it was measured
+            from simulator.core.bus import bus_rates
+
+            by_load = bus_rates(lambda table: build(chain, pair, table), entry.exchange_sizes,
+                                entry.exchange_times_s, exchange_flows(entry.world_size))
+        return build(chain, pair, by_load)
 
     @classmethod
     def local(cls, world_size: int, backend: str = "gloo", path: str | Path | None = None,
@@ -322,11 +330,9 @@ def chain_latencies(entry: CalibrationEntry, ahead: bool = False) -> tuple[float
     exchanges among ``k + 1`` ranks (``entry.chain_latency_s``); never below the idle α.
     ``ahead``: the chain posted as the collectives post their steps, each receive one step
     ahead (``entry.chain_ahead_latency_s``).
-    Empty when the entry has no chain measurement, or when its busy latency is not above its
-    α (an entry that a what-if sets to "busy messages pay α" asks for no extra latency).
+    Empty when the entry has no chain measurement (a what-if that wants every busy message to
+    pay one latency clears the chains and sets ``bus_latency_s``).
     """
-    if entry.bus_latency_s <= entry.latency_s:
-        return ()
     chain = entry.chain_ahead_latency_s if ahead else entry.chain_latency_s
     return tuple(max(t, entry.latency_s) for t in chain)
 

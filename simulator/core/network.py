@@ -83,6 +83,13 @@ class Link:
             exactly one other in flight when that other is not its reverse — two messages one
             way each, not a swap — s (``None``: the table's first entry, whatever the other).
             The table's first entry is measured by a chain between two ranks, which is a swap.
+        bandwidth_by_load: the channel's aggregate rate by the bytes of the messages it
+            carries at once, ``((load_bytes, Bps), …)`` by increasing load, interpolated
+            log-linearly between points and flat beyond the ends (empty: ``bandwidth_Bps``
+            whatever the load). Counted by ``fair`` sharing only, and only while it carries two
+            or more messages (one alone moves at ``solo_bandwidth_Bps``). A host's loopback copies
+            messages through its caches: two 512 KiB messages crossing at once move at twice the
+            rate of two 8 MiB ones, whose copies run at the speed of memory.
     """
 
     latency_s: float
@@ -94,6 +101,7 @@ class Link:
     solo_bandwidth_Bps: float | None = None
     count_simultaneous: bool = False
     one_way_pair_latency_s: float | None = None
+    bandwidth_by_load: tuple[tuple[float, float], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.latency_s >= 0:
@@ -107,6 +115,11 @@ class Link:
             raise ValueError(f"ack_fraction must be in [0, 1), got {self.ack_fraction}")
         if self.solo_bandwidth_Bps is not None and not self.solo_bandwidth_Bps > 0:
             raise ValueError(f"solo bandwidth must be > 0 bytes/s, got {self.solo_bandwidth_Bps}")
+        loads = [load for load, _ in self.bandwidth_by_load]
+        if any(not (load > 0 and rate > 0) for load, rate in self.bandwidth_by_load) or (
+                loads != sorted(set(loads))):
+            raise ValueError("bandwidth_by_load needs positive loads, increasing, with positive "
+                             f"rates; got {self.bandwidth_by_load}")
 
     @property
     def beta_s_per_B(self) -> float:
@@ -116,6 +129,20 @@ class Link:
     def time(self, nbytes: float) -> float:
         """α + n/B: the uncontended time of one ``nbytes`` message, s."""
         return self.latency_s + nbytes / self.bandwidth_Bps
+
+    def rate_at_load(self, load_bytes: float) -> float:
+        """The aggregate rate while messages totalling ``load_bytes`` cross, bytes/s
+        (:attr:`bandwidth_by_load`, or ``bandwidth_Bps`` without a table)."""
+        table = self.bandwidth_by_load
+        if not table:
+            return self.bandwidth_Bps
+        if load_bytes <= table[0][0]:
+            return table[0][1]
+        for (lo, a), (hi, b) in itertools.pairwise(table):
+            if load_bytes <= hi:
+                x = math.log(load_bytes / lo) / math.log(hi / lo)
+                return a + (b - a) * x
+        return table[-1][1]
 
 
 Router = Callable[["Topology", int, int], list[Node]]
@@ -318,7 +345,8 @@ class Topology:
                    busy_latency_by_flows: Sequence[float] = (),
                    solo_bus_Bps: float | None = None,
                    count_simultaneous: bool = False,
-                   one_way_pair_latency_s: float | None = None) -> Topology:
+                   one_way_pair_latency_s: float | None = None,
+                   bus_by_load: Sequence[tuple[float, float]] = ()) -> Topology:
         """Ranks on one machine: each has a port, and *every* message crosses one shared bus.
 
         Ranks that are processes on one host talk over loopback: each message is copied by
@@ -334,13 +362,15 @@ class Topology:
         ``solo_bus_Bps``: the bus's rate while it carries a single message (``None``:
         ``bus_Bps`` always; see :class:`Link`). ``count_simultaneous``: messages that start
         at one instant all count one another as in flight; ``one_way_pair_latency_s``: what a
-        message pays with one other in flight that is not its reverse (see :class:`Link`).
+        message pays with one other in flight that is not its reverse; ``bus_by_load``: the
+        bus's rate by the bytes it carries at once (see :class:`Link`).
         """
         port_link = replace(port, latency_s=0.0)
         bus = replace(port, bandwidth_Bps=bus_Bps, busy_latency_s=busy_latency_s,
                       busy_latency_by_flows=tuple(busy_latency_by_flows),
                       solo_bandwidth_Bps=solo_bus_Bps, count_simultaneous=count_simultaneous,
-                      one_way_pair_latency_s=one_way_pair_latency_s)
+                      one_way_pair_latency_s=one_way_pair_latency_s,
+                      bandwidth_by_load=tuple((float(a), float(b)) for a, b in bus_by_load))
         links: dict[frozenset[Node], Link] = {frozenset(("bus_in", "bus_out")): bus}
         for r in range(world_size):
             links[frozenset((r, "bus_in"))] = port_link
@@ -423,13 +453,14 @@ class _Flow:
     """
 
     __slots__ = ("acks", "buffer_bytes", "buffered", "cap", "channels", "done", "rate",
-                 "remaining")
+                 "remaining", "size")
 
     def __init__(self, nbytes: float, channels: Sequence[Channel], cap: float,
                  done: simpy.Event,
                  acks: Sequence[tuple[Channel, float]] = (),
                  buffered: simpy.Event | None = None, buffer_bytes: float = 0.0) -> None:
         self.remaining = float(nbytes)
+        self.size = float(nbytes)  # the whole message: what a by-load channel counts
         self.channels = channels
         self.cap = cap
         self.done = done
@@ -469,6 +500,12 @@ class Network:
         self._version = 0
         self._settling = False
         self._in_flight: dict[Channel, int] = {}
+        # links whose rate depends on the bytes they carry at once, by channel
+        self._by_load: dict[Channel, Link] = {}
+        for key, link in topology.links.items():
+            if link.bandwidth_by_load:
+                a, b = tuple(key)
+                self._by_load[(a, b)] = self._by_load[(b, a)] = link
         # messages in flight by (src, dst), kept where a path has a one-way pair latency
         self._between: dict[tuple[int, int], int] = {}
 
@@ -620,11 +657,13 @@ class Network:
         """
         left: dict[Channel, float] = {}
         users: dict[Channel, float] = {}
+        load: dict[Channel, float] = {}
         for flow in self._flows:
             flow.rate = 0.0
             for channel in flow.channels:
                 left[channel] = self._bandwidth(channel)
                 users[channel] = users.get(channel, 0) + 1
+                load[channel] = load.get(channel, 0.0) + flow.size
             for channel, share in flow.acks:
                 left[channel] = self._bandwidth(channel)
                 users[channel] = users.get(channel, 0) + share
@@ -632,6 +671,8 @@ class Network:
             solo = self._solo(channel)
             if solo is not None and count <= 1 + 1e-12:
                 left[channel] = solo
+            elif channel in self._by_load:
+                left[channel] = self._by_load[channel].rate_at_load(load.get(channel, 0.0))
         active = self._flows
         while active:
             step = min((left[c] / n for c, n in users.items() if n > 1e-12), default=math.inf)

@@ -1,11 +1,13 @@
 """The chain of dependent exchanges, simulated, and the latencies that make it match the real one.
 
 On a host with fewer cores than runnable threads (four ranks, each a main thread and gloo's I/O
-thread, on two cores) a rank woken by a message may wait for a time slice before it can send
-the next one. The loopback model prices that wait as the latency of a message that starts while
-others are in flight, one value per number in flight (:func:`~simulator.core.hardware.
-chain_latencies`), measured by the calibration's *chain of dependent exchanges*: ``k`` ranks
-pass a small message round a ring, each step waiting for the last, timed as the mean step of a
+thread, on two cores) a rank woken by a message may wait for a core before it can send the
+next one (and, under the kernel's default scheduling policy, for a whole tick when gloo's
+threads livelock — what the lab's ranks avoid by running under ``SCHED_BATCH``). The loopback
+model prices that wait as the latency of a message that starts while others are in flight,
+one value per number in flight (:func:`~simulator.core.hardware.chain_latencies`), measured
+by the calibration's *chain of dependent exchanges*: ``k`` ranks pass a small message round a
+ring, each step waiting for the last, timed as the mean step of a
 long chain (:mod:`lab.calibrate`). The collectives' model reads the chain posted the way the
 collectives post their steps — each rank's next receive posted before it waits for the current
 one (:func:`lab.calibrate.chain_ahead`, simulated by :func:`chain_ahead`).

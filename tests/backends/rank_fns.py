@@ -35,3 +35,12 @@ def sleep_forever_on_rank_0():
 
 def pids():
     return os.getpid()
+
+
+def sched_policies():
+    """This rank's scheduling policy, and that of every thread the process group started
+    (gloo's I/O loop among them), as Linux names them."""
+    names = {os.SCHED_OTHER: "normal", os.SCHED_BATCH: "batch"}
+    threads = {int(t) for t in os.listdir("/proc/self/task")}
+    return (names.get(os.sched_getscheduler(0), "other"),
+            sorted({names.get(os.sched_getscheduler(t), "other") for t in threads}))

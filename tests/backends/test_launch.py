@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from backends.launch import RankError, spawn
+from backends.launch import RANK_SCHED_ENV, RankError, spawn
 from tests.backends import rank_fns
 
 
@@ -85,3 +85,18 @@ def test_the_same_rank_function_runs_under_torchrun():
     lines = sorted(line for line in out.stdout.splitlines() if line.startswith("rank "))
     assert [line.split(":")[0] for line in lines] == ["rank 0", "rank 1"]
     assert all(float(line.split(":")[1]) > 0 for line in lines)
+
+
+def test_ranks_run_under_sched_batch_by_default_and_normal_on_request(monkeypatch):
+    monkeypatch.delenv(RANK_SCHED_ENV, raising=False)
+    assert spawn(rank_fns.sched_policies, 2) == [("batch", ["batch"])] * 2
+    asked = spawn(rank_fns.sched_policies, 2, env={RANK_SCHED_ENV: "normal"})
+    assert asked == [("normal", ["normal"])] * 2
+
+
+def test_an_unknown_scheduling_policy_is_refused_before_any_rank_starts(monkeypatch):
+    monkeypatch.setenv(RANK_SCHED_ENV, "fifo")
+    with pytest.raises(ValueError, match=f"^{RANK_SCHED_ENV}='fifo' is not a scheduling policy; "
+                                         "choose batch or normal$"):
+        spawn(rank_fns.whoami, 2, 1)
+    assert children_of(os.getpid()) == []

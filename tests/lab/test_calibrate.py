@@ -43,7 +43,8 @@ def test_fit_refuses_nonsense():
         fit_alpha_beta([1, 2], [1.0, -1.0])
 
 
-def test_quick_calibration_writes_an_entry_the_simulator_reads(tmp_path):
+def test_quick_calibration_writes_an_entry_the_simulator_reads(tmp_path, monkeypatch):
+    monkeypatch.delenv("DISTML_RANK_SCHED", raising=False)
     path = tmp_path / "cal.json"
     entry = calibrate(2, sizes=[2**12, 2**16, 2**20, 2**22], repeats=3, path=path)
     assert entry.latency_s >= 0 and entry.bandwidth_Bps > 0
@@ -57,6 +58,7 @@ def test_quick_calibration_writes_an_entry_the_simulator_reads(tmp_path):
     assert len(entry.chain_ahead_latency_s) == 1 and entry.chain_ahead_latency_s[0] > 0
     assert entry.ready_notice_s is not None and entry.ready_notice_s >= 0
     assert entry.post_overhead_s is not None and entry.post_overhead_s > 0
+    assert entry.rank_sched == "batch"  # the launcher's default policy, recorded
     local = Cluster.local(2, path=path)
     assert local.topology.name == "shared_bus"
     assert local.topology.path_latency_s(0, 1) == pytest.approx(entry.latency_s)

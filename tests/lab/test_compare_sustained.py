@@ -1,5 +1,7 @@
 """The sustained, interleaved measurement behind benchmarks/collectives_accuracy.py."""
 
+from dataclasses import replace
+
 import pytest
 
 from lab.compare import compare_sustained
@@ -54,6 +56,23 @@ def test_the_rounds_retime_the_chain_posted_ahead_where_the_predictions_use_it(t
     assert 0 < remeasured.chain_ahead_latency_s[0] < 5e-3
 
 
+def test_the_rounds_retime_the_exchanges_up_to_the_largest_size_swept(tmp_path):
+    path = tmp_path / "cal.json"
+    sizes, stale = [2**16, 2**18, 2**20, 2**22], [1.0, 2.0, 3.0, 4.0]  # seconds: far off
+    save_entry(CalibrationEntry(this_host(), "gloo", 2, 5e-5, 4e9, 1.2e10, 1.4e10, 1e11,
+                                bus_bandwidth_Bps=4e9, bus_latency_s=1e-4,
+                                chain_latency_s=[1e-4], exchange_sizes=sizes,
+                                exchange_times_s=stale), path)
+    rounds = tmp_path / "rounds.json"
+    compare_sustained(["all_gather.ring"], [2], [2**12, 2**18], repeats=2, calibration=path,
+                      chain_calibration=rounds)
+    (remeasured,) = load_calibration(rounds).values()
+    assert remeasured.exchange_sizes == sizes
+    # timed afresh in the rounds up to 256 KiB (far below a second); the larger ones kept
+    assert all(0 < t < 0.05 for t in remeasured.exchange_times_s[:2])
+    assert remeasured.exchange_times_s[2:] == [3.0, 4.0]
+
+
 def test_the_simulated_all_gathers_copy_their_input_first_as_the_real_ones_do():
     c = Cluster.from_calibration(CalibrationEntry("h", "gloo", 4, 5e-5, 4e9, 1.2e10, 1.4e10,
                                                   1e11))
@@ -76,17 +95,25 @@ def test_a_sustained_repeat_is_sized_by_the_fastest_single_call():
 def test_an_entry_from_before_the_notice_and_posting_primitives_is_measured_again(
         tmp_path, monkeypatch):
     import lab.calibrate
+    from backends.launch import RANK_SCHED_ENV
     from lab.compare import ensure_calibrated
 
     path = tmp_path / "cal.json"
     old = CalibrationEntry(this_host(), "gloo", 2, 5e-5, 4e9, 1.2e10, 1.4e10, 1e11)
     current = CalibrationEntry(this_host(), "gloo", 3, 5e-5, 4e9, 1.2e10, 1.4e10, 1e11,
                                ready_notice_s=1e-5, post_overhead_s=2e-5,
-                               chain_ahead_latency_s=[3e-4, 5e-4])
-    for entry in (old, current):
+                               chain_ahead_latency_s=[3e-4, 5e-4], rank_sched="batch")
+    # complete, but measured with the ranks under the kernel's default policy
+    other_policy = replace(current, world_size=5, rank_sched="normal")
+    for entry in (old, current, other_policy):
         save_entry(entry, path)
     calibrated: list[int] = []
     monkeypatch.setattr(lab.calibrate, "calibrate",
                         lambda world, *args, **kwargs: calibrated.append(world))
-    ensure_calibrated([2, 3, 4], calibration=path)
-    assert calibrated == [2, 4]  # the stale entry and the missing one; the current one stays
+    monkeypatch.delenv(RANK_SCHED_ENV, raising=False)
+    ensure_calibrated([2, 3, 4, 5], calibration=path)
+    assert calibrated == [2, 4, 5]  # stale, missing, other policy; the current one stays
+    calibrated.clear()
+    monkeypatch.setenv(RANK_SCHED_ENV, "normal")
+    ensure_calibrated([3, 5], calibration=path)
+    assert calibrated == [3]  # under normal it is the batch entry that is stale

@@ -221,3 +221,24 @@ def test_a_lone_message_moves_at_the_solo_rate_and_shared_ones_split_the_bus():
     assert mixed == pytest.approx([2.0, 2.0 + 4e9 / 4e9])
     with pytest.raises(ValueError, match="solo bandwidth"):
         Link(0.0, 1e9, solo_bandwidth_Bps=0.0)
+
+
+def test_a_rate_by_load_is_interpolated_log_linearly_and_flat_beyond_its_ends():
+    link = Link(0.0, 1e9, bandwidth_by_load=((2**20, 8e9), (2**24, 4e9)))
+    assert link.rate_at_load(2**10) == 8e9 and link.rate_at_load(2**30) == 4e9
+    assert link.rate_at_load(2**22) == pytest.approx(6e9)  # half way in log n
+    assert Link(0.0, 1e9).rate_at_load(2**22) == 1e9  # no table: the link's bandwidth
+    for bad in (((2**24, 4e9), (2**20, 8e9)), ((2**20, 0.0),), ((0, 1e9),)):
+        with pytest.raises(ValueError, match="bandwidth_by_load"):
+            Link(0.0, 1e9, bandwidth_by_load=bad)
+
+
+def test_a_shared_bus_moves_small_messages_faster_than_large_ones_by_its_load():
+    port = Link(0.0, 1e12)  # ports never limit: the bus decides
+    topo = Topology.shared_bus(2, port, 1e9, bus_by_load=((2**21, 8e9), (2**25, 4e9)))
+    # a swap of 1 MiB each way: 2 MiB on the bus at once, at 8 GB/s in all
+    small, _ = arrivals(topo, [(0, 1), (1, 0)], [2**20, 2**20])
+    assert small == pytest.approx([2**21 / 8e9] * 2)
+    # of 16 MiB each way: 32 MiB at once, at 4 GB/s
+    large, _ = arrivals(topo, [(0, 1), (1, 0)], [2**24, 2**24])
+    assert large == pytest.approx([2**25 / 4e9] * 2)
