@@ -13,15 +13,18 @@ over 64 KiB–16 MiB.
 ``--method sustained`` (the default): one launch per world, every algorithm and size
 interleaved in the same rounds, each repeat running its operation back to back for ~20 ms and
 taking the time per call, the median over repeats reported (:func:`lab.compare.measure_sustained`,
-nccl-tests' way). With ``--chain rounds`` (the default) the primitive that prices a woken
-rank's wait, the chain of dependent exchanges, is timed again in those same rounds, the same
-way, and the predictions use it (the entry so changed is kept as
-``OUT/collectives_calibration_rounds.json``): on this host how often a woken rank waits a
-scheduler tick comes and goes in spells, and a primitive measured minutes earlier misses them.
-``--chain calibration`` predicts from the calibration's own chain. Each point is predicted as it
-was measured: the simulated twin runs as many calls back to back as the measurement did (the
-``calls`` column) and the time per call is compared, with gloo's receiver-driven sends (a send
-waits for the receiver's posted receive and its calibrated receive-ready notice).
+nccl-tests' way). With ``--chain rounds`` (the default) the primitives the predictions lean on
+most — the chain of dependent exchanges, which prices a woken rank's wait, and the concurrent
+exchanges up to 16 MiB, which price the loopback bus by load — are timed again in those same
+rounds, the same way, and the predictions use them (the entry so changed is kept as
+``OUT/collectives_calibration_rounds.json``): this host's waits and copy rates drift, and
+primitives measured minutes earlier miss the drift. ``--chain calibration`` predicts from the
+calibration as it was measured. The ranks run under the launcher's scheduling policy
+(``DISTML_RANK_SCHED``, ``batch`` unless set; see :func:`backends.launch.apply_rank_sched`).
+Each point is predicted as it was measured: the simulated twin runs as many calls back to back
+as the measurement did (the ``calls`` column) and the time per call is compared, with gloo's
+receiver-driven sends (a send waits for the receiver's posted receive and its calibrated
+receive-ready notice).
 ``--method single``: one launch per algorithm and world, single calls timed
 between barriers, PyTorch's built-in timed side by side (:func:`lab.compare.compare`).
 Writes every point (prediction, measured median/p10/p90, error, busbw) to
