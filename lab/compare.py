@@ -133,8 +133,6 @@ def measure_twin(name: str, sizes: Sequence[int], repeats: int) -> list[dict[str
     return ours
 
 
-
-
 CALLS_PROBES = 5
 """Single calls timed to choose how many calls a sustained repeat runs."""
 MAX_CALLS = 1000

@@ -4,10 +4,10 @@ time.
 Ranks on one host move every message through the CPUs' caches: the sender's kernel copies it
 into a socket buffer, the receiver's copies it out. While the bytes in flight fit in the caches
 the copies run at cache speed; once they do not, at the speed of memory, which all copies share.
-On the lab's two-core machine two 512 KiB messages crossing at once (one each way) moved at
-about 12 GB/s in all, two 8 MiB ones at 4.6 GB/s (chapter 2, "What the formulas miss"). A
-single rate fitted to large exchanges prices the mid-size steps of every collective at the
-speed of memory.
+On the lab's two-core machine two 512 KiB messages crossing at once (one each way) moved their
+bytes at about 12 GB/s in all (their waits aside), two 8 MiB ones at 4.6 GB/s (chapter 2,
+"What the formulas miss"). A single rate fitted to large exchanges prices the mid-size steps
+of every collective at the speed of memory.
 
 The calibration's *concurrent exchange* (:func:`lab.calibrate.pair_exchange`: rank ``r`` swaps
 ``n`` bytes with ``r xor 1``, every pair at once, receive posted first, timed back to back)
@@ -69,7 +69,7 @@ def bus_rates(build: Callable[[Sequence[tuple[float, float]]], Cluster], sizes: 
     no size qualifies (then the caller keeps its single rate)."""
     points = sorted((flows * n, t) for n, t in zip(sizes, times_s, strict=True)
                     if n > 0 and t > 0)
-    table = {load: load / t for load, t in points}  # every second on bytes: a lower bound
+    table = {load: load / t for load, t in points}  # as if all the time were bytes: too slow
     for _ in range(ROUNDS):
         cluster = build(sorted(table.items()))
         for load, target in points:

@@ -88,8 +88,9 @@ class Link:
             log-linearly between points and flat beyond the ends (empty: ``bandwidth_Bps``
             whatever the load). Counted by ``fair`` sharing only, and only while it carries two
             or more messages (one alone moves at ``solo_bandwidth_Bps``). A host's loopback copies
-            messages through its caches: two 512 KiB messages crossing at once move at twice the
-            rate of two 8 MiB ones, whose copies run at the speed of memory.
+            messages through its caches: two 512 KiB messages crossing at once move their bytes
+            about two and a half times as fast as two 8 MiB ones, whose copies run at the speed
+            of memory.
     """
 
     latency_s: float
