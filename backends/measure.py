@@ -22,21 +22,23 @@ import torch.distributed as dist
 
 @dataclass(frozen=True)
 class Timing:
-    """A measured time distribution, s."""
+    """A measured time distribution, s; ``calls``: the calls each sample ran back to back (its
+    time is per call)."""
 
     median_s: float
     p10_s: float
     p90_s: float
     samples_s: tuple[float, ...]
+    calls: int = 1
 
     @classmethod
-    def from_samples(cls, samples: list[float]) -> Timing:
+    def from_samples(cls, samples: list[float], calls: int = 1) -> Timing:
         """Summarise samples (s) by median and 10th/90th percentiles."""
         if not samples:
             raise ValueError("no samples to summarise")
         ordered = sorted(samples)
         return cls(statistics.median(ordered), _percentile(ordered, 10),
-                   _percentile(ordered, 90), tuple(samples))
+                   _percentile(ordered, 90), tuple(samples), calls)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain dict (for JSON)."""
@@ -102,7 +104,7 @@ def measure_many(fns: Sequence[Callable[[], Any]], repeats: int = 10, warmup: in
     for _ in range(repeats):
         for fn, calls, out in zip(fns, inners, samples, strict=True):
             out.append(timed(fn, calls) / calls)
-    return [Timing.from_samples(s) for s in samples]
+    return [Timing.from_samples(s, k) for s, k in zip(samples, inners, strict=True)]
 
 
 def median_time(fn: Callable[[], Any], repeats: int = 10, warmup: int = 2) -> float:

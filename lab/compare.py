@@ -118,7 +118,10 @@ def _check_world(twin: Twin, world: int) -> None:
 
 def measure_twin(name: str, sizes: Sequence[int], repeats: int) -> list[dict[str, Any]]:
     """Rank function: check the real twin against PyTorch once, then time each size — and,
-    for a collective, PyTorch's built-in side by side, interleaved in the same rounds."""
+    for a collective, PyTorch's built-in side by side, interleaved in the same rounds. Each
+    repeat runs its operation back to back for about :data:`SUSTAINED_REPEAT_S`, as the
+    calibration times the primitives the prediction is built from; a row's ``calls`` is how
+    many calls that was (its times are per call)."""
     from backends.measure import measure_many
 
     twin = get_twin(name)
@@ -126,7 +129,8 @@ def measure_twin(name: str, sizes: Sequence[int], repeats: int) -> list[dict[str
     steps = [twin.real_step(nbytes, None) for nbytes in sizes]
     if twin.builtin_step is not None:
         steps += [twin.builtin_step(nbytes) for nbytes in sizes]
-    timings = [t.as_dict() for t in measure_many(steps, repeats=repeats)]
+    timings = [t.as_dict() for t in measure_many(steps, repeats=repeats,
+                                                 repeat_s=SUSTAINED_REPEAT_S)]
     ours, builtin = timings[:len(sizes)], timings[len(sizes):]
     for row, other in zip(ours, builtin, strict=False):
         row["builtin_median_s"] = other["median_s"]
@@ -327,7 +331,9 @@ def compare(twin: Twin, worlds: Sequence[int], sizes: Sequence[int], repeats: in
             calibration: str | Path | None = None, backend: str = "gloo",
             progress: bool = True, network: str = "loopback",
             bandwidth: str | Sequence[str | int] | None = None) -> list[Record]:
-    """Predict and measure every point; one launch per world size (on ``network``)."""
+    """Predict and measure every point; one launch per world size (on ``network``). Each
+    point is predicted as it was measured: as many calls back to back as a repeat ran
+    (:func:`measure_twin`), time per call."""
     from tqdm import tqdm
 
     for world in worlds:
@@ -337,10 +343,10 @@ def compare(twin: Twin, worlds: Sequence[int], sizes: Sequence[int], repeats: in
                file=sys.stderr, disable=None if progress else True, leave=False)
     try:
         for world in worlds:
-            predicted = predict(twin, world, sizes, "local", calibration, backend, network,
-                                bandwidth)
             measured = run_real(twin, world, sizes, repeats, backend, network=network,
                                 bandwidth=bandwidth)
+            predicted = predict(twin, world, sizes, "local", calibration, backend, network,
+                                bandwidth, calls=[row.get("calls", 1) for row in measured])
             for pred, meas in zip(predicted, measured, strict=True):
                 records.append(_record(twin, world, pred, meas))
                 bar.update(1)
