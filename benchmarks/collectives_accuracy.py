@@ -25,8 +25,8 @@ Each point is predicted as it was measured: the simulated twin runs as many call
 as the measurement did (the ``calls`` column) and the time per call is compared, with gloo's
 receiver-driven sends (a send waits for the receiver's posted receive and its calibrated
 receive-ready notice).
-``--method single``: one launch per algorithm and world, single calls timed
-between barriers, PyTorch's built-in timed side by side (:func:`lab.compare.compare`).
+``--method single``: one launch per algorithm and world, timed the same way but without the
+re-timed primitives, PyTorch's built-in timed side by side (:func:`lab.compare.compare`).
 Writes every point (prediction, measured median/p10/p90, error, busbw) to
 ``collectives_accuracy.json``/``.csv`` and prints the median |relative error| per twin and world.
 Asserts nothing: read the medians, and run it twice to see how much this machine swings.
