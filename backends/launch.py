@@ -118,8 +118,19 @@ def apply_rank_sched() -> str:
     """
     policy = rank_sched_policy()
     if policy == "batch" and hasattr(os, "sched_setscheduler"):
-        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+        try:
+            os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+        except OSError:  # a sandbox that forbids it: the rank runs as it was started
+            return current_rank_sched()
     return policy
+
+
+def current_rank_sched() -> str:
+    """The policy this thread runs under, ``batch`` or ``normal`` (any other policy, or a
+    platform without the call, counts as ``normal``)."""
+    if hasattr(os, "sched_getscheduler") and os.sched_getscheduler(0) == os.SCHED_BATCH:
+        return "batch"
+    return "normal"
 
 
 def _die_with_parent() -> None:

@@ -255,6 +255,7 @@ def measure_primitives(sizes: Sequence[int], repeats: int, shift: bool = False,
     import torch.distributed as dist
 
     from backends.collectives.point_to_point import ping_pong
+    from backends.launch import current_rank_sched
     from backends.measure import measure, measure_many
 
     world = dist.get_world_size()
@@ -313,7 +314,7 @@ def measure_primitives(sizes: Sequence[int], repeats: int, shift: bool = False,
             "reduce_Bps": 4 * elems / reduce_s,
             "memcpy_Bps": 4 * elems / copy_s, "flops_per_s": 2 * m**3 / mm_s,
             "send_return_s": send_return_s, "ready_notice_s": notice_s,
-            "post_overhead_s": post_s,
+            "post_overhead_s": post_s, "rank_sched": current_rank_sched(),
             "torch_version": torch.__version__}
 
 
@@ -366,7 +367,7 @@ def calibrate(world_size: int = 2, backend: str = "gloo", sizes: Sequence[int] =
     (``shaped:1gbit``) beside the loopback one. There the default sweep is
     :func:`shaped_sizes` with at most 10 repeats (a 64 MiB ping-pong at 100 Mbit/s takes 11 s).
     """
-    from backends.launch import rank_sched_policy, spawn
+    from backends.launch import spawn
     from simulator.core.shaped import key_rates, network_key, shift_flows
 
     if world_size < 2:
@@ -412,6 +413,6 @@ def calibrate(world_size: int = 2, backend: str = "gloo", sizes: Sequence[int] =
                                              fit.bandwidth_Bps) if shaped else None),
         ready_notice_s=float(result["ready_notice_s"]),
         post_overhead_s=float(result["post_overhead_s"]),
-        rank_sched=rank_sched_policy())
+        rank_sched=str(result["rank_sched"]))  # as the ranks really ran
     save_entry(entry, path)
     return entry

@@ -100,3 +100,14 @@ def test_an_unknown_scheduling_policy_is_refused_before_any_rank_starts(monkeypa
                                          "choose batch or normal$"):
         spawn(rank_fns.whoami, 2, 1)
     assert children_of(os.getpid()) == []
+
+
+def test_a_sandbox_that_forbids_the_policy_leaves_the_rank_as_it_was(monkeypatch):
+    import backends.launch as launch
+
+    def forbidden(*args):
+        raise PermissionError("sched_setscheduler: operation not permitted")
+
+    monkeypatch.delenv(RANK_SCHED_ENV, raising=False)
+    monkeypatch.setattr(launch.os, "sched_setscheduler", forbidden)
+    assert launch.apply_rank_sched() == launch.current_rank_sched() == "normal"
