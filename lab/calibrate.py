@@ -46,6 +46,12 @@ Only primitives are measured (DESIGN.md, "The lab"):
   once the unsent rest fits in the socket's send buffer, so S = n − B·t_return is the payload
   that buffer holds (:func:`send_buffer_bytes`, ``Cluster.send_buffer_bytes``).
 
+The exchanges, the chains and the posting are posted on the process group itself
+(:func:`backends.collectives.comm.post_send`/``post_recv``), the way the collectives post
+their steps: ``dist.isend`` adds a few microseconds of Python to every post, which with more
+ranks than cores every rank waiting for a core pays again, so a chain posted through it
+would price a step the collectives no longer take.
+
 Rates are measured with all ``world_size`` ranks running together, so on a 2-core laptop with
 4 ranks the cores' contention is in the numbers, under the scheduling policy the ranks run
 under (recorded in the entry, ``rank_sched``). Every algorithm's prediction is derived from
@@ -95,9 +101,11 @@ def pair_exchange(send: Any, recv: Any) -> None:
     receive posted first, as the collectives post their steps."""
     import torch.distributed as dist
 
+    from backends.collectives.comm import post_recv, post_send
+
     peer = dist.get_rank() ^ 1
     if peer < dist.get_world_size():
-        for work in (dist.irecv(recv, peer), dist.isend(send, peer)):
+        for work in (post_recv(recv, peer), post_send(send, peer)):
             if work is not None:
                 work.wait()
 
@@ -107,8 +115,11 @@ def _shift(send: Any, recv: Any) -> None:
     world 2 the pair's exchange). The receive is posted first, as the collectives do."""
     import torch.distributed as dist
 
+    from backends.collectives.comm import post_recv, post_send
+
     rank, world = dist.get_rank(), dist.get_world_size()
-    for work in (dist.irecv(recv, (rank - 1) % world), dist.isend(send, (rank + 1) % world)):
+    for work in (post_recv(recv, (rank - 1) % world),
+                 post_send(send, (rank + 1) % world)):
         if work is not None:
             work.wait()
 
@@ -118,9 +129,11 @@ def chain_step(k: int, send: Any, recv: Any) -> None:
     for both (ranks ``≥ k`` stay out)."""
     import torch.distributed as dist
 
+    from backends.collectives.comm import post_recv, post_send
+
     rank = dist.get_rank()
     if rank < k:
-        works = (dist.irecv(recv, (rank - 1) % k), dist.isend(send, (rank + 1) % k))
+        works = (post_recv(recv, (rank - 1) % k), post_send(send, (rank + 1) % k))
         for work in works:
             if work is not None:
                 work.wait()
@@ -134,15 +147,17 @@ def chain_ahead(k: int, send: Any, slots: Any, steps: int = CHAIN_STEPS) -> None
     ``≥ k`` stay out. Its time divided by ``steps`` is one step."""
     import torch.distributed as dist
 
+    from backends.collectives.comm import post_recv, post_send
+
     rank = dist.get_rank()
     if rank >= k or steps < 1:
         return
     left, right = (rank - 1) % k, (rank + 1) % k
-    ahead = dist.irecv(slots[0], left)
+    ahead = post_recv(slots[0], left)
     for step in range(steps):
         current = ahead
-        sent = dist.isend(send, right)
-        ahead = dist.irecv(slots[(step + 1) % 2], left) if step + 1 < steps else None
+        sent = post_send(send, right)
+        ahead = post_recv(slots[(step + 1) % 2], left) if step + 1 < steps else None
         for work in (current, sent):
             if work is not None:
                 work.wait()
@@ -194,10 +209,12 @@ def post_pair(send: Any, recv: Any, times: list[float]) -> None:
 
     import torch.distributed as dist
 
+    from backends.collectives.comm import post_recv, post_send
+
     peer = dist.get_rank() ^ 1
     if peer < dist.get_world_size():
         start = time.perf_counter()
-        works = (dist.irecv(recv, peer), dist.isend(send, peer))
+        works = (post_recv(recv, peer), post_send(send, peer))
         times.append(time.perf_counter() - start)
         for work in works:
             if work is not None:

@@ -8,11 +8,19 @@ its simulated twin line by line::
     work = comm.isend(dst, chunk); work.wait()  work = comm.isend(dst, nbytes); yield work.wait()
     comm.reduce(acc, incoming, op)              yield from comm.reduce(nbytes)
 
+Messages are posted on the process group itself (:func:`post_send`, :func:`post_recv`),
+not through ``dist.isend``, and an untraced run gets the group's own work objects: a ring posts
+twice a step, and on a host with more ranks than cores (four on two) every microsecond of a
+rank's Python is paid again by the ranks waiting for a core (``dist.isend``'s argument
+checks and a wrapper per message were a measurable part of a small all-reduce among four
+ranks on two cores: ``benchmarks/call_overhead.py``). The calibration posts its chains and
+exchanges the same way (:mod:`lab.calibrate`).
+
 Peers are named by their rank *in the team* (``comm.rank``, ``comm.world_size``), as in
 ``torch.distributed`` groups. A team is a process group, the default group (``None``), or a
 plain list of global ranks: a sub-team for hierarchical algorithms that needs no
 ``dist.new_group`` (which every rank would have to call). Messages use only
-``dist.send/recv/isend/irecv``; each one is recorded as a ``send``/``recv`` span and each local
+point-to-point sends and receives; each one is recorded as a ``send``/``recv`` span and each local
 combination as a ``reduce`` span when a :class:`~backends.trace.Tracer` is given. Span names use
 global ranks (``send 2->3``), the ranks a trace is drawn by.
 
@@ -31,7 +39,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 import torch.distributed as dist
@@ -45,12 +53,21 @@ ReduceOp = Any
 """A ``dist.ReduceOp`` member: SUM, AVG, MAX or MIN."""
 
 _SUPPORTED = ("SUM", "AVG", "MAX", "MIN")
+_OPS = tuple(getattr(dist.ReduceOp, name) for name in _SUPPORTED)
+
+
+class Pending(Protocol):
+    """A posted ``isend``/``irecv``: :meth:`wait` blocks until it is complete."""
+
+    def wait(self) -> Any: ...
 
 
 class Work:
-    """A pending ``isend``/``irecv``; :meth:`wait` completes it and records its span."""
+    """A pending ``isend``/``irecv`` of a traced run; :meth:`wait` completes it and records
+    its span (untraced runs get the process group's own work object, which costs nothing
+    more)."""
 
-    def __init__(self, work: Any, tracer: Tracer | None, kind: str, name: str, nbytes: int,
+    def __init__(self, work: Any, tracer: Tracer, kind: str, name: str, nbytes: int,
                  start: float) -> None:
         self._work, self._tracer = work, tracer
         self._what = (kind, name, nbytes)
@@ -58,12 +75,38 @@ class Work:
 
     def wait(self) -> None:
         """Block until the message has been handed over (sent) or has arrived (received)."""
-        if self._work is not None:
-            self._work.wait()
-        if self._tracer is not None and self._tracer.enabled:
+        self._work.wait()
+        if self._tracer.enabled:
             kind, name, nbytes = self._what
             self._tracer.trace.record(self._tracer.rank, kind, name, self._start,
                                       time.perf_counter(), nbytes)
+
+
+def post_send(tensor: torch.Tensor, dst: int, tag: int = 0,
+              pg: dist.ProcessGroup | None = None) -> Any:
+    """Post a send of ``tensor`` to rank ``dst`` *of* ``pg`` (default: every rank) on the
+    process group itself, returning its work object.
+
+    ``dist.isend`` does the same after a few microseconds of Python (finding the default
+    group, translating ranks, checking arguments) that a ring pays twice a step; on a host
+    with more ranks than cores that CPU is paid again by every rank waiting for a core. The
+    collectives post through here, and so does the calibration that prices their steps
+    (:mod:`lab.calibrate`), so that what is measured is what the algorithms run.
+    """
+    return _on(pg).send([tensor], dst, tag)
+
+
+def post_recv(tensor: torch.Tensor, src: int, tag: int = 0,
+              pg: dist.ProcessGroup | None = None) -> Any:
+    """Post a receive into ``tensor`` from rank ``src`` of ``pg`` (see :func:`post_send`)."""
+    return _on(pg).recv([tensor], src, tag)
+
+
+def _on(pg: dist.ProcessGroup | None) -> dist.ProcessGroup:
+    group = pg or dist.group.WORLD
+    if group is None:
+        raise RuntimeError("no process group: call torch.distributed.init_process_group first")
+    return group
 
 
 class Comm:
@@ -71,17 +114,21 @@ class Comm:
 
     def __init__(self, group: Group = None, tracer: Tracer | None = None) -> None:
         self.pg: dist.ProcessGroup | None = None
+        me = dist.get_rank()
         if group is None:
             self.ranks = list(range(dist.get_world_size()))
         elif isinstance(group, dist.ProcessGroup):
             self.pg, self.ranks = group, dist.get_process_group_ranks(group)
         else:
             self.ranks = list(group)
-        if dist.get_rank() not in self.ranks:
-            raise ValueError(f"rank {dist.get_rank()} is not in the team {self.ranks}")
-        self.rank = self.ranks.index(dist.get_rank())
+        if me not in self.ranks:
+            raise ValueError(f"rank {me} is not in the team {self.ranks}")
+        self.rank = self.ranks.index(me)
         self.world_size = len(self.ranks)
         self.tracer = tracer
+        # a team rank as the process group it posts on names it: its rank in ``pg``, or the
+        # global rank on the default group
+        self._peers = list(range(self.world_size)) if self.pg is not None else self.ranks
 
     def team_rank(self, global_rank: int) -> int:
         """Position in the team of a global rank (roots are given as global ranks)."""
@@ -97,23 +144,27 @@ class Comm:
     def send(self, dst: int, tensor: torch.Tensor, tag: int = 0) -> None:
         """Blocking send of ``tensor`` to team rank ``dst``."""
         with span(self.tracer, "send", f"send {self._name(self.rank, dst)}", tensor.nbytes):
-            dist.send(tensor, self.ranks[dst], self.pg, tag)
+            post_send(tensor, self._peers[dst], tag, self.pg).wait()
 
     def recv(self, src: int, tensor: torch.Tensor, tag: int = 0) -> None:
         """Blocking receive from team rank ``src`` into ``tensor``."""
         with span(self.tracer, "recv", f"recv {self._name(src, self.rank)}", tensor.nbytes):
-            dist.recv(tensor, self.ranks[src], self.pg, tag)
+            post_recv(tensor, self._peers[src], tag, self.pg).wait()
 
-    def isend(self, dst: int, tensor: torch.Tensor, tag: int = 0) -> Work:
+    def isend(self, dst: int, tensor: torch.Tensor, tag: int = 0) -> Pending:
         """Start sending ``tensor`` to ``dst``; do not touch ``tensor`` before ``wait()``."""
+        if self.tracer is None:
+            return post_send(tensor, self._peers[dst], tag, self.pg)  # type: ignore[no-any-return]
         start = time.perf_counter()
-        return Work(dist.isend(tensor, self.ranks[dst], self.pg, tag), self.tracer, "send",
+        return Work(post_send(tensor, self._peers[dst], tag, self.pg), self.tracer, "send",
                     f"send {self._name(self.rank, dst)}", tensor.nbytes, start)
 
-    def irecv(self, src: int, tensor: torch.Tensor, tag: int = 0) -> Work:
+    def irecv(self, src: int, tensor: torch.Tensor, tag: int = 0) -> Pending:
         """Post a receive from ``src`` into ``tensor``; it is filled once ``wait()`` returns."""
+        if self.tracer is None:
+            return post_recv(tensor, self._peers[src], tag, self.pg)  # type: ignore[no-any-return]
         start = time.perf_counter()
-        return Work(dist.irecv(tensor, self.ranks[src], self.pg, tag), self.tracer, "recv",
+        return Work(post_recv(tensor, self._peers[src], tag, self.pg), self.tracer, "recv",
                     f"recv {self._name(src, self.rank)}", tensor.nbytes, start)
 
     def sendrecv(self, dst: int, send: torch.Tensor, src: int, recv: torch.Tensor,
@@ -134,18 +185,26 @@ class Comm:
 
     def reduce(self, acc: torch.Tensor, incoming: torch.Tensor, op: ReduceOp) -> None:
         """``acc ⊕= incoming`` in place (AVG adds; :func:`finish` divides at the end)."""
+        if self.tracer is None:
+            _combine(acc, incoming, op)
+            return
         with span(self.tracer, "reduce", "reduce", incoming.nbytes):
-            if op in (dist.ReduceOp.SUM, dist.ReduceOp.AVG):
-                acc.add_(incoming)
-            elif op == dist.ReduceOp.MAX:
-                torch.maximum(acc, incoming, out=acc)
-            else:
-                torch.minimum(acc, incoming, out=acc)
+            _combine(acc, incoming, op)
+
+
+def _combine(acc: torch.Tensor, incoming: torch.Tensor, op: ReduceOp) -> None:
+    """``acc ⊕= incoming`` (AVG adds)."""
+    if op == dist.ReduceOp.SUM or op == dist.ReduceOp.AVG:
+        acc.add_(incoming)
+    elif op == dist.ReduceOp.MAX:
+        torch.maximum(acc, incoming, out=acc)
+    else:
+        torch.minimum(acc, incoming, out=acc)
 
 
 def check_op(op: ReduceOp, tensor: torch.Tensor) -> None:
     """Refuse, on every rank alike and before any message, what :meth:`Comm.reduce` can't do."""
-    if not any(op == getattr(dist.ReduceOp, name) for name in _SUPPORTED):
+    if op not in _OPS:
         raise ValueError(f"unsupported reduction {op}; use one of {', '.join(_SUPPORTED)}")
     if op == dist.ReduceOp.AVG and not tensor.is_floating_point():
         raise ValueError(f"AVG needs a floating-point tensor, got {tensor.dtype}")

@@ -32,8 +32,8 @@ import torch.distributed as dist
 from backends.collectives.comm import (
     Comm,
     Group,
+    Pending,
     ReduceOp,
-    Work,
     check_flat,
     check_op,
     chunk_run,
@@ -54,25 +54,28 @@ def ring_reduce_scatter_chunks(comm: Comm, buf: torch.Tensor, bounds: list[tuple
     place. The receive of step ``s + 1`` is posted into the other slot before step ``s`` is
     waited for, so that the left neighbour's send finds it ready, as in gloo's own ring.
     """
-    p = comm.world_size
-    right, left = (comm.rank + 1) % p, (comm.rank - 1) % p
+    p, r = comm.world_size, comm.rank
+    right, left = (r + 1) % p, (r - 1) % p
     size, slots = max(hi - lo for lo, hi in bounds), min(2, p - 1)
-    slot = scratch(buf, slots * size).view(slots, size)
+    slot = scratch(buf, slots * size)
+    rows = [slot[i * size:(i + 1) * size] for i in range(slots)]
 
-    def chunk(i: int) -> torch.Tensor:
-        return buf[bounds[i % p][0]:bounds[i % p][1]]
+    def received(step: int) -> torch.Tensor:  # where chunk r - step - 2 arrives
+        lo, hi = bounds[(r - step - 2) % p]
+        return rows[step % 2][:hi - lo]
 
-    def receive(step: int) -> Work:  # chunk r - step - 2 into slot step % 2
-        return comm.irecv(left, slot[step % 2, :chunk(comm.rank - step - 2).numel()])
+    def receive(step: int) -> Pending:
+        return comm.irecv(left, received(step))
 
     sends, ahead = [], None
     for step in range(p - 1):
         current = ahead or receive(step)  # posted before the send (see Comm.sendrecv)
-        sends.append(comm.isend(right, chunk(comm.rank - step - 1)))
+        lo, hi = bounds[(r - step - 1) % p]
+        sends.append(comm.isend(right, buf[lo:hi]))
         ahead = receive(step + 1) if step + 2 < p else None
         current.wait()
-        target = chunk(comm.rank - step - 2)
-        comm.reduce(target, slot[step % 2, :target.numel()], op)
+        lo, hi = bounds[(r - step - 2) % p]
+        comm.reduce(buf[lo:hi], received(step), op)
     for work in sends:
         work.wait()
 

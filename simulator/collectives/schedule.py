@@ -31,24 +31,27 @@ contact the same ranks in the same order.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
 class Fold:
-    """Folding ``world_size`` ranks onto the largest power of two ``size`` not above it."""
+    """Folding ``world_size`` ranks onto the largest power of two ``size`` not above it.
+
+    ``size`` (``p' = 2^⌊lg p⌋``: how many ranks run the power-of-two algorithm) and ``extra``
+    (``p − p'``: how many odd ranks sit out) are worked out once: the real twins consult them
+    on every step, and on a host with more ranks than cores each microsecond of a rank's
+    Python is paid again by the ranks waiting for a core.
+    """
 
     world_size: int
+    size: int = field(init=False)
+    extra: int = field(init=False)
 
-    @property
-    def size(self) -> int:
-        """``p' = 2^⌊lg p⌋``: how many ranks run the power-of-two algorithm."""
-        return 1 << (self.world_size.bit_length() - 1)
-
-    @property
-    def extra(self) -> int:
-        """``p − p'``: how many odd ranks sit out."""
-        return self.world_size - self.size
+    def __post_init__(self) -> None:
+        size = 1 << (self.world_size.bit_length() - 1)
+        object.__setattr__(self, "size", size)
+        object.__setattr__(self, "extra", self.world_size - size)
 
     def new_rank(self, rank: int) -> int | None:
         """Rank among the survivors, or ``None`` for an odd rank that sits out."""

@@ -50,3 +50,52 @@ def test_real_trace_has_the_simulators_schema():
     assert sends == ["send 0->1", "send 0->2"]
     assert recvs == [(1, "recv 0->1"), (2, "recv 0->2")]
     assert all(r["nbytes"] == 4096 and r["end"] >= r["start"] for r in records)
+
+
+def comm_posting():
+    """Rank function: what :class:`Comm` hands back and whom it reaches, in each kind of team."""
+    from backends.collectives.comm import Comm, Work, post_recv, post_send
+
+    rank = dist.get_rank()
+    untraced, traced = Comm(), Comm(tracer=Tracer())
+    got = {}
+    for name, comm in (("untraced", untraced), ("traced", traced)):
+        buf = torch.full((4,), float(rank))
+        peer = (rank + 1) % 3
+        recv = comm.irecv((rank - 1) % 3, torch.empty(4))
+        sent = comm.isend(peer, buf)
+        got[name] = type(sent) is Work
+        recv.wait()
+        sent.wait()
+    spans = {(s.kind, s.name) for s in traced.tracer.trace}
+    # a team of global ranks 1 and 2, as a process group (group ranks 0, 1) and as a list
+    pg = dist.new_group([1, 2])
+    values = []
+    for team in (pg, [1, 2]):
+        if rank in (1, 2):
+            comm = Comm(team)
+            incoming = torch.empty(1)
+            works = (comm.irecv(1 - comm.rank, incoming), comm.isend(1 - comm.rank,
+                                                                    torch.tensor([rank * 10.])))
+            for work in works:
+                work.wait()
+            values.append(incoming.item())
+    # the calibration's posts: ranks of the default group
+    token = torch.tensor([float(rank)])
+    slot = torch.empty(1)
+    works = (post_recv(slot, (rank - 1) % 3), post_send(token, (rank + 1) % 3))
+    for work in works:
+        work.wait()
+    return got, spans, values, slot.item()
+
+
+def test_comm_posts_on_the_process_group_and_wraps_only_traced_messages():
+    out = spawn(comm_posting, 3, backend="gloo", timeout=60)
+    for rank, (wrapped, spans, values, left) in enumerate(out):
+        # untraced: the group's own work object; traced: a Work that records its span
+        assert wrapped == {"untraced": False, "traced": True}
+        assert spans == {("send", f"send {rank}->{(rank + 1) % 3}"),
+                         ("recv", f"recv {(rank - 1) % 3}->{rank}")}
+        # team ranks reach the right global ranks, in a process group and in a list
+        assert values == ({1: [20.0, 20.0], 2: [10.0, 10.0]}.get(rank, []))
+        assert left == float((rank - 1) % 3)
