@@ -33,7 +33,9 @@ Only primitives are measured (DESIGN.md, "The lab"):
   receive done) and to one posted :data:`LATE_RECEIVE_S` after its send (receive posted →
   done); the difference of the medians is what the notice adds
   (:func:`ready_notice_step`, ``Cluster.ready_notice_s``). It is a few bytes handled by
-  gloo's I/O threads: well below the ping-pong's α, which pays two Python wake-ups;
+  gloo's I/O threads: a few microseconds between two ranks with a core each, but tens of
+  microseconds among four ranks on two cores, where the sender's I/O thread must first get a
+  core;
 * **posting** (LogP's *o*) — every rank posts an ``irecv`` from its partner (``r xor 1``) and an
   ``isend`` to it, back to back, and times the two calls alone (the waits follow, untimed);
   half the median is what one post costs a rank (:func:`post_pair`,
@@ -184,7 +186,8 @@ def ready_notice_step(buf: Any, stamps: Any, early: list[float], late: list[floa
         pending = dist.irecv(buf, 0) if rank == 1 and not posted_late else None
         dist.barrier()
         if rank == 0:
-            stamps[0] = time.perf_counter()
+            if not posted_late:  # the late half starts when rank 1 posts its receive
+                stamps[0] = time.perf_counter()
             dist.send(buf, 1)
         elif rank == 1:
             if posted_late:

@@ -72,3 +72,26 @@ def test_calibration_needs_two_ranks(tmp_path):
     with pytest.raises(ValueError, match="at least 2 ranks"):
         calibrate(1, path=tmp_path / "cal.json")
     assert not (tmp_path / "cal.json").exists()
+
+
+def _notice_samples(n):
+    """Rank function: ``n`` samples of each half of the notice primitive (rank 0's lists)."""
+    import torch
+
+    from lab.calibrate import ready_notice_step
+
+    buf, stamps = torch.zeros(4096, dtype=torch.uint8), torch.zeros(2, dtype=torch.float64)
+    early, late = [], []
+    for _ in range(n):
+        ready_notice_step(buf, stamps, early, late)
+    return early, late
+
+
+def test_notice_primitive_times_both_halves_from_their_own_start():
+    from backends.launch import spawn
+
+    early, late = spawn(_notice_samples, 2, 5, backend="gloo", timeout=60)[0]
+    assert len(early) == len(late) == 5
+    # each sample is one message's time: positive and far below a second. (The late half once
+    # summed both ranks' start stamps, which made it hugely negative and the notice always 0.)
+    assert all(0 < t < 0.5 for t in early + late)
