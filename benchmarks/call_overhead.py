@@ -28,7 +28,6 @@ the ratio dist.isend / process group of each. Prints a table; asserts nothing.
 from __future__ import annotations
 
 import argparse
-import math
 import statistics
 import sys
 import time
@@ -36,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from backends.launch import spawn
-from lab.compare import write_csv, write_json
+from lab.compare import CALLS_PROBES, sustained_calls, write_csv, write_json
 
 SIZES = (2**16, 2**20)
 """Bytes per rank: where the Python shows (64 KiB) and where the bytes dominate (1 MiB)."""
@@ -47,7 +46,7 @@ WAYS = ("process group", "dist.isend")
 class _Waiter:
     """The wrapper a message got before: a Python object around the work, waited through."""
 
-    def __init__(self, work: Any) -> None:
+    def __init__(self, work: Any) -> None:  # stamped as the old wrapper stamped its start
         self._work, self._start = work, time.perf_counter()
 
     def wait(self) -> None:
@@ -78,20 +77,6 @@ def _call(name: str, nbytes: int) -> Any:
     return lambda: run(tensor)
 
 
-def _agreed_calls(call: Any, repeat_s: float) -> int:
-    """How many calls fill about ``repeat_s`` back to back, the same on every rank (the most
-    any rank asks for): five warm-up calls are timed, then the ranks agree."""
-    import torch
-    import torch.distributed as dist
-
-    start = time.perf_counter()
-    for _ in range(5):
-        call()
-    want = torch.tensor([math.ceil(repeat_s / max((time.perf_counter() - start) / 5, 1e-9))])
-    dist.all_reduce(want, op=dist.ReduceOp.MAX)
-    return int(want.item())
-
-
 def time_ways(sizes: tuple[int, ...], rounds: int, repeat_s: float
               ) -> dict[tuple[str, int, str], list[tuple[float, float]]]:
     """Rank function: (algorithm, size, way) → per round (wall s per call, main-thread CPU s
@@ -99,6 +84,7 @@ def time_ways(sizes: tuple[int, ...], rounds: int, repeat_s: float
     import torch.distributed as dist
 
     from backends.collectives.comm import Comm
+    from backends.measure import measure
 
     fast = (Comm.isend, Comm.irecv)
     slow = (lambda self, dst, t, tag=0: _via_dist(self, dst, t, tag, send=True),
@@ -109,9 +95,11 @@ def time_ways(sizes: tuple[int, ...], rounds: int, repeat_s: float
         for _ in range(rounds):
             for name, nbytes, call in cases:
                 for way, (isend, irecv) in zip(WAYS, (fast, slow), strict=True):
-                    Comm.isend = isend  # type: ignore[method-assign]
-                    Comm.irecv = irecv  # type: ignore[method-assign]
-                    calls = _agreed_calls(call, repeat_s)
+                    Comm.isend = isend  # type: ignore[method-assign,assignment]
+                    Comm.irecv = irecv  # type: ignore[method-assign,assignment]
+                    # as many calls as fill repeat_s, agreed by all ranks (as the sweep does)
+                    calls = sustained_calls(repeat_s, measure(call, repeats=CALLS_PROBES,
+                                                              inner=1).samples_s)
                     dist.barrier()
                     wall0, cpu0 = time.perf_counter(), time.thread_time()
                     for _ in range(calls):

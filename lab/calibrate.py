@@ -108,8 +108,7 @@ def pair_exchange(send: Any, recv: Any) -> None:
     peer = dist.get_rank() ^ 1
     if peer < dist.get_world_size():
         for work in (post_recv(recv, peer), post_send(send, peer)):
-            if work is not None:
-                work.wait()
+            work.wait()
 
 
 def _shift(send: Any, recv: Any) -> None:
@@ -120,10 +119,8 @@ def _shift(send: Any, recv: Any) -> None:
     from backends.collectives.comm import post_recv, post_send
 
     rank, world = dist.get_rank(), dist.get_world_size()
-    for work in (post_recv(recv, (rank - 1) % world),
-                 post_send(send, (rank + 1) % world)):
-        if work is not None:
-            work.wait()
+    for work in (post_recv(recv, (rank - 1) % world), post_send(send, (rank + 1) % world)):
+        work.wait()
 
 
 def chain_step(k: int, send: Any, recv: Any) -> None:
@@ -135,10 +132,8 @@ def chain_step(k: int, send: Any, recv: Any) -> None:
 
     rank = dist.get_rank()
     if rank < k:
-        works = (post_recv(recv, (rank - 1) % k), post_send(send, (rank + 1) % k))
-        for work in works:
-            if work is not None:
-                work.wait()
+        for work in (post_recv(recv, (rank - 1) % k), post_send(send, (rank + 1) % k)):
+            work.wait()
 
 
 def chain_ahead(k: int, send: Any, slots: Any, steps: int = CHAIN_STEPS) -> None:
@@ -160,9 +155,8 @@ def chain_ahead(k: int, send: Any, slots: Any, steps: int = CHAIN_STEPS) -> None
         current = ahead
         sent = post_send(send, right)
         ahead = post_recv(slots[(step + 1) % 2], left) if step + 1 < steps else None
-        for work in (current, sent):
-            if work is not None:
-                work.wait()
+        current.wait()
+        sent.wait()
 
 
 LATE_RECEIVE_S = 1e-3
@@ -220,8 +214,7 @@ def post_pair(send: Any, recv: Any, times: list[float]) -> None:
         works = (post_recv(recv, peer), post_send(send, peer))
         times.append(time.perf_counter() - start)
         for work in works:
-            if work is not None:
-                work.wait()
+            work.wait()
 
 
 SEND_BUFFER_PROBE_S = 0.6

@@ -60,22 +60,20 @@ def ring_reduce_scatter_chunks(comm: Comm, buf: torch.Tensor, bounds: list[tuple
     slot = scratch(buf, slots * size)
     rows = [slot[i * size:(i + 1) * size] for i in range(slots)]
 
-    def received(step: int) -> torch.Tensor:  # where chunk r - step - 2 arrives
+    def receive(step: int) -> tuple[Pending, torch.Tensor]:  # chunk r - step - 2, row step % 2
         lo, hi = bounds[(r - step - 2) % p]
-        return rows[step % 2][:hi - lo]
-
-    def receive(step: int) -> Pending:
-        return comm.irecv(left, received(step))
+        into = rows[step % 2][:hi - lo]
+        return comm.irecv(left, into), into
 
     sends, ahead = [], None
     for step in range(p - 1):
-        current = ahead or receive(step)  # posted before the send (see Comm.sendrecv)
+        current, into = ahead or receive(step)  # posted before the send (see Comm.sendrecv)
         lo, hi = bounds[(r - step - 1) % p]
         sends.append(comm.isend(right, buf[lo:hi]))
         ahead = receive(step + 1) if step + 2 < p else None
         current.wait()
         lo, hi = bounds[(r - step - 2) % p]
-        comm.reduce(buf[lo:hi], received(step), op)
+        comm.reduce(buf[lo:hi], into, op)
     for work in sends:
         work.wait()
 
