@@ -12,8 +12,13 @@ Only primitives are measured (DESIGN.md, "The lab"):
   machine, loopback messages share the same cores and memory), and the fit's intercept the
   latency of a message among others in flight. The collectives' model reads the exchange
   size by size: its rate depends on how many bytes are in flight
-  (:mod:`simulator.core.bus`). Both are timed in repeats of :data:`SUSTAINED_REPEAT_S`
-  back to back, as the collectives' accuracy sweep times the algorithms. On a shaped
+  (:mod:`simulator.core.bus`), solved from the same sizes sent round the ring as a ring
+  posts its steps — each receive a step ahead (:func:`shift_ahead`), so that no send but a
+  call's first waits for its receiver's notice — and, with three ranks or more, swapped
+  between the partners posted the same way (:func:`swap_ahead`), which prices what a
+  connection carrying both directions at once costs beyond that. All are timed in repeats of
+  :data:`SUSTAINED_REPEAT_S` back to back, as the collectives' accuracy sweep times the
+  algorithms. On a shaped
   network it is the *shift* instead — every rank receives from its left neighbour while it
   sends to its right one, the receive posted first — whose per-port rate against the
   ping-pong's prices the acknowledgements a port carries while it sends
@@ -78,6 +83,9 @@ from simulator.core.calibration import (
     CHAIN_STEPS as CHAIN_STEPS,
 )
 from simulator.core.calibration import (
+    SHIFT_AHEAD_STEPS as SHIFT_AHEAD_STEPS,
+)
+from simulator.core.calibration import (
     SUSTAINED_REPEAT_S,
     CalibrationEntry,
     Fit,
@@ -109,6 +117,50 @@ def pair_exchange(send: Any, recv: Any) -> None:
     if peer < dist.get_world_size():
         for work in (post_recv(recv, peer), post_send(send, peer)):
             work.wait()
+
+
+def shift_ahead(send: Any, slots: Any, steps: int = SHIFT_AHEAD_STEPS) -> None:
+    """``steps`` steps of the ring's shift (send right, receive from the left; every rank at
+    once; at world 2 the pair's exchange) posted as a ring posts its steps: the first receive
+    is posted as the call starts, and each step sends, posts the next step's receive (into the
+    other of the two rows of ``slots``), then waits for its own — so the left neighbour's next
+    send finds its receive ready and waits for no notice. Its time divided by ``steps`` is one
+    step. Unlike the pair's exchange, with three or more ranks each connection carries one
+    direction only, as in a ring."""
+    import torch.distributed as dist
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    if world >= 2:
+        _posted_ahead(send, slots, (rank - 1) % world, (rank + 1) % world, steps)
+
+
+def swap_ahead(send: Any, slots: Any, steps: int = SHIFT_AHEAD_STEPS) -> None:
+    """:func:`shift_ahead` between partners (rank r swaps with r xor 1, every pair at once; a
+    rank without a partner stays out): the same messages posted the same way, but each
+    connection carries both directions at once, as recursive doubling's do. Beside the shift
+    it prices what a swap pays that a ring's one-way steps do not."""
+    import torch.distributed as dist
+
+    peer = dist.get_rank() ^ 1
+    if peer < dist.get_world_size():
+        _posted_ahead(send, slots, peer, peer, steps)
+
+
+def _posted_ahead(send: Any, slots: Any, left: int, right: int, steps: int) -> None:
+    """``steps`` steps of receive from ``left`` and send to ``right``, each receive after the
+    first posted a step ahead (into the other row of ``slots``)."""
+    from backends.collectives.comm import post_recv, post_send
+
+    if steps < 1:
+        return
+    ahead = post_recv(slots[0], left)
+    for step in range(steps):
+        current = ahead
+        sent = post_send(send, right)
+        if step + 1 < steps:
+            ahead = post_recv(slots[(step + 1) % 2], left)
+        current.wait()
+        sent.wait()
 
 
 def _shift(send: Any, recv: Any) -> None:
@@ -279,8 +331,16 @@ def measure_primitives(sizes: Sequence[int], repeats: int, shift: bool = False,
     big = [b for b in bufs if b.numel() >= EXCHANGE_MIN_BYTES]
     spare = [torch.empty_like(b) for b in big]
     pairs = zip(big, spare, strict=True)
-    exchange = measure_many([functools.partial(_shift if shift else pair_exchange, b, s)
-                             for b, s in pairs], repeats=repeats, repeat_s=SUSTAINED_REPEAT_S)
+    swaps = [functools.partial(_shift if shift else pair_exchange, b, s) for b, s in pairs]
+    # the same sizes round the ring, and (three ranks or more: at two the shift is the swap)
+    # between partners, posted ahead, in the same rounds
+    ahead_kinds = [] if shift else [shift_ahead] + ([swap_ahead] if world > 2 else [])
+    swaps += [functools.partial(kind, b, torch.empty(2, b.numel(), dtype=torch.uint8))
+              for kind in ahead_kinds for b in big]
+    exchange = measure_many(swaps, repeats=repeats, repeat_s=SUSTAINED_REPEAT_S)
+    per_kind = [exchange[k * len(big):(k + 1) * len(big)] for k in range(1, 3)]
+    exchange, (shift_ahead_t, swap_ahead_t) = exchange[:len(big)], per_kind
+    del swaps, spare
 
     token, slot = torch.zeros(CHAIN_BYTES, dtype=torch.uint8), torch.empty(CHAIN_BYTES,
                                                                           dtype=torch.uint8)
@@ -322,6 +382,9 @@ def measure_primitives(sizes: Sequence[int], repeats: int, shift: bool = False,
     return {"world_size": world, "p2p_times_s": p2p,
             "exchange_sizes": [b.numel() for b in big],
             "exchange_times_s": [t.median_s for t in exchange],
+            "shift_ahead_times_s": [t.median_s / SHIFT_AHEAD_STEPS
+                                    for t in shift_ahead_t],
+            "swap_ahead_times_s": [t.median_s / SHIFT_AHEAD_STEPS for t in swap_ahead_t],
             "chain_latency_s": [t.median_s for t in chain],
             "chain_ahead_latency_s": [t.median_s / CHAIN_STEPS for t in ahead],
             "reduce_Bps": 4 * elems / reduce_s,
@@ -417,6 +480,10 @@ def calibrate(world_size: int = 2, backend: str = "gloo", sizes: Sequence[int] =
         p2p_sizes=list(sizes), p2p_times_s=list(result["p2p_times_s"]),
         fit_rel_residuals=list(fit.rel_residuals),
         exchange_sizes=list(ex_sizes), exchange_times_s=list(ex_times),
+        shift_ahead_times_s=(list(result["shift_ahead_times_s"]) if key == "loopback"
+                             else []),
+        swap_ahead_times_s=(list(result["swap_ahead_times_s"]) if key == "loopback"
+                            else []),
         created=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         torch_version=str(result["torch_version"]), network=key,
         chain_latency_s=list(result["chain_latency_s"]) if key == "loopback" else [],

@@ -158,8 +158,9 @@ def sustained_calls(repeat_s: float, probes_s: Sequence[float]) -> int:
 
 def measure_sustained(points: Sequence[tuple[str, int]], repeats: int,
                       repeat_s: float = SUSTAINED_REPEAT_S, chain: bool = False,
-                      ahead: bool = False,
-                      exchange_sizes: Sequence[int] = ()) -> list[dict[str, Any]]:
+                      ahead: bool = False, exchange_sizes: Sequence[int] = (),
+                      shifts_ahead: bool = False,
+                      swaps_ahead: bool = False) -> list[dict[str, Any]]:
     """Rank function: each ``(twin name, nbytes)`` point timed as nccl-tests times it.
 
     A repeat runs the operation back to back for about ``repeat_s`` seconds (at least once;
@@ -187,7 +188,12 @@ def measure_sustained(points: Sequence[tuple[str, int]], repeats: int,
     (:func:`lab.calibrate.pair_exchange`, bytes per message) the same way, beside the chain;
     its rows follow the chain's (``{"exchange_bytes": n, "median_s": …}``). The host's copy
     rate drifts too (the same 8 MiB exchange by a tenth or more between one minute and the
-    next): the bus the predictions use is then the one of these rounds.
+    next): the bus the predictions use is then the one of these rounds. ``shifts_ahead``:
+    the ring's shift of the same sizes posted ahead is timed too
+    (:func:`lab.calibrate.shift_ahead`, a few steps per call), after them
+    (``{"shift_ahead_bytes": n, "median_s": …}``, one step); ``swaps_ahead``: and so is the
+    swap between partners posted ahead (:func:`lab.calibrate.swap_ahead`,
+    ``{"swap_ahead_bytes": n, …}``).
     """
     import functools
 
@@ -195,7 +201,16 @@ def measure_sustained(points: Sequence[tuple[str, int]], repeats: int,
     import torch.distributed as dist
 
     from backends.measure import measure, measure_many
-    from lab.calibrate import CHAIN_BYTES, CHAIN_STEPS, chain_ahead, chain_step, pair_exchange
+    from lab.calibrate import (
+        CHAIN_BYTES,
+        CHAIN_STEPS,
+        SHIFT_AHEAD_STEPS,
+        chain_ahead,
+        chain_step,
+        pair_exchange,
+        shift_ahead,
+        swap_ahead,
+    )
 
     twins = {name: get_twin(name) for name, _ in points}
     for twin in twins.values():
@@ -204,8 +219,16 @@ def measure_sustained(points: Sequence[tuple[str, int]], repeats: int,
     token, slot = (torch.zeros(CHAIN_BYTES, dtype=torch.uint8),
                    torch.empty(CHAIN_BYTES, dtype=torch.uint8))
     slots = torch.empty(2, CHAIN_BYTES, dtype=torch.uint8)
-    swaps = [(torch.zeros(n, dtype=torch.uint8), torch.empty(n, dtype=torch.uint8))
-             for n in exchange_sizes]
+    # (row key, bytes, the primitive, steps per call): the exchanges, then those posted ahead
+    swaps: list[tuple[str, int, Callable[[], None], int]] = [
+        ("exchange_bytes", n, functools.partial(pair_exchange, torch.zeros(n, dtype=torch.uint8),
+                                                torch.empty(n, dtype=torch.uint8)), 1)
+        for n in exchange_sizes]
+    kinds = [("shift_ahead_bytes", shift_ahead)] if shifts_ahead else []
+    kinds += [("swap_ahead_bytes", swap_ahead)] if swaps_ahead else []
+    swaps += [(key, n, functools.partial(kind, torch.zeros(n, dtype=torch.uint8),
+                                         torch.empty(2, n, dtype=torch.uint8)),
+               SHIFT_AHEAD_STEPS) for key, kind in kinds for n in exchange_sizes]
     steps: list[Callable[[], None]] = []
     where: list[int] = []  # what each step is: a point's index, -k for the chain among k,
     # or len(points) + j for the j-th exchange
@@ -216,7 +239,7 @@ def measure_sustained(points: Sequence[tuple[str, int]], repeats: int,
             steps += [functools.partial(chain_ahead, k, token, slots) if ahead
                       else functools.partial(chain_step, k, token, slot) for k in chains]
             where += [-k for k in chains]
-            steps += [functools.partial(pair_exchange, a, b) for a, b in swaps]
+            steps += [fn for _, _, fn, _ in swaps]
             where += [len(points) + j for j in range(len(swaps))]
     calls = [sustained_calls(repeat_s, measure(step, repeats=CALLS_PROBES, inner=1).samples_s)
              for step in steps]
@@ -235,7 +258,8 @@ def measure_sustained(points: Sequence[tuple[str, int]], repeats: int,
     exchanged: list[list[float]] = [[] for _ in swaps]
     for w, samples, t, k in zip(where, per_call, timings, calls, strict=True):
         if w >= len(points):
-            exchanged[w - len(points)] += samples
+            per = swaps[w - len(points)][3]
+            exchanged[w - len(points)] += [x / per for x in samples]
         elif w >= 0:
             rows[w] = {"median_s": t.median_s / k, "p10_s": t.p10_s / k, "p90_s": t.p90_s / k,
                        "calls": k}
@@ -243,8 +267,8 @@ def measure_sustained(points: Sequence[tuple[str, int]], repeats: int,
             pooled[-w] += [x / CHAIN_STEPS for x in samples] if ahead else samples
     for k in chains:
         rows.append({"chain_k": k, **_pooled_stats(pooled[k])})
-    for n, samples in zip(exchange_sizes, exchanged, strict=True):
-        rows.append({"exchange_bytes": n, **_pooled_stats(samples)})
+    for (key, n, _, _), samples in zip(swaps, exchanged, strict=True):
+        rows.append({key: n, **_pooled_stats(samples)})
     return rows
 
 
@@ -301,10 +325,12 @@ def ensure_calibrated(worlds: Sequence[int], backend: str = "gloo",
                       bandwidth: str | Sequence[str | int] | None = None) -> None:
     """Calibrate each world size that has no entry yet (one-off, some seconds each), on the
     network the comparison will run on — or whose loopback entry predates a primitive the
-    prediction uses (the receive-ready notice, the posting overhead and the chain posted a
-    step ahead, :mod:`lab.calibrate`), which would otherwise fall back to α, to nothing and
-    to the plain chain, or was measured under another scheduling policy than the ranks will
-    run under (:func:`backends.launch.apply_rank_sched`)."""
+    prediction uses (the receive-ready notice, the posting overhead, the chain, the shift
+    and — three ranks or more — the swap posted a step ahead, :mod:`lab.calibrate`), which
+    would otherwise fall back to α, to nothing, to the plain chain and exchanges and to no
+    connections, or was measured under another
+    scheduling policy than the ranks will run under
+    (:func:`backends.launch.apply_rank_sched`)."""
     from backends.launch import rank_sched_policy
     from lab.calibrate import DEFAULT_SIZES, QUICK_SIZES, calibrate
     from simulator.core.shaped import network_key
@@ -317,6 +343,11 @@ def ensure_calibrated(worlds: Sequence[int], backend: str = "gloo",
             stale = key == "loopback" and (entry.ready_notice_s is None
                                            or entry.post_overhead_s is None
                                            or not entry.chain_ahead_latency_s
+                                           or (bool(entry.exchange_sizes)
+                                               and not entry.shift_ahead_times_s)
+                                           or (bool(entry.exchange_sizes)
+                                               and entry.world_size > 2
+                                               and not entry.swap_ahead_times_s)
                                            or entry.rank_sched != policy)
         except CalibrationError:
             stale = True
@@ -369,8 +400,9 @@ def compare_sustained(names: Sequence[str], worlds: Sequence[int], sizes: Sequen
     ``chain`` of :func:`measure_sustained`) — the chain posted a step ahead, which the
     predictions use, where the entry has one — and so are its concurrent exchanges up to the
     largest of ``sizes`` (the bus the collectives' model prices by load,
-    :mod:`simulator.core.bus`); the predictions then use that entry. ``None``: the
-    predictions use ``calibration`` as it is."""
+    :mod:`simulator.core.bus`), and the ring's shift and the partners' swap posted ahead,
+    which it is solved from, where the entry has them; the predictions then use that entry.
+    ``None``: the predictions use ``calibration`` as it is."""
     from dataclasses import replace
 
     from backends.launch import spawn
@@ -387,17 +419,22 @@ def compare_sustained(names: Sequence[str], worlds: Sequence[int], sizes: Sequen
         ahead = entry is not None and bool(entry.chain_ahead_latency_s)
         swaps = ([n for n in entry.exchange_sizes if n <= max(sizes)]
                  if entry is not None and world > 1 else [])
+        shifts_ahead = entry is not None and bool(entry.shift_ahead_times_s)
+        swaps_ahead = entry is not None and bool(entry.swap_ahead_times_s)
         measured = spawn(measure_sustained, world, points, repeats, SUSTAINED_REPEAT_S, chain,
-                         ahead, swaps, backend=backend, timeout=timeout)[0]
+                         ahead, swaps, shifts_ahead, swaps_ahead, backend=backend,
+                         timeout=timeout)[0]
         cal = calibration
         if entry is not None:  # re-timed the chain and the bus: predict from that entry
             extra = measured[len(points):]
             chain_s = [row["median_s"] for row in extra if "chain_k" in row]
-            retimed = {row["exchange_bytes"]: row["median_s"] for row in extra
-                       if "exchange_bytes" in row}
-            entry = replace(entry, exchange_times_s=[
-                retimed.get(n, t) for n, t in zip(entry.exchange_sizes, entry.exchange_times_s,
-                                                  strict=True)])
+            entry = replace(entry, exchange_times_s=_retimed(
+                extra, "exchange_bytes", entry.exchange_sizes, entry.exchange_times_s),
+                shift_ahead_times_s=_retimed(extra, "shift_ahead_bytes",
+                                                entry.exchange_sizes,
+                                                entry.shift_ahead_times_s),
+                swap_ahead_times_s=_retimed(extra, "swap_ahead_bytes", entry.exchange_sizes,
+                                            entry.swap_ahead_times_s))
             save_entry(replace(entry, chain_ahead_latency_s=chain_s) if ahead
                        else replace(entry, chain_latency_s=chain_s), chain_calibration)
             cal = chain_calibration
@@ -408,6 +445,17 @@ def compare_sustained(names: Sequence[str], worlds: Sequence[int], sizes: Sequen
             for pred, meas in zip(predicted, rows, strict=True):
                 by_point[(twin.name, world, pred["bytes"])] = _record(twin, world, pred, meas)
     return [by_point[(t.name, w, n)] for t in twins for w in worlds for n in sizes]
+
+
+def _retimed(rows: Sequence[dict[str, Any]], key: str, sizes: Sequence[int],
+             times_s: Sequence[float]) -> list[float]:
+    """``times_s`` (one per size of ``sizes``) with each size re-timed in ``rows`` (the rows
+    ``{key: n, "median_s": …}`` of :func:`measure_sustained`) replaced by its new median;
+    empty if ``times_s`` is (never measured)."""
+    if not times_s:
+        return []
+    new = {row[key]: row["median_s"] for row in rows if key in row}
+    return [new.get(n, t) for n, t in zip(sizes, times_s, strict=True)]
 
 
 def _record(twin: Twin, world: int, pred: dict[str, Any], meas: dict[str, Any]) -> Record:

@@ -16,12 +16,35 @@ times into the bus's rate by load (:attr:`simulator.core.network.Link.bandwidth_
 the rate at load ``f·n`` is what makes the simulated exchange, posted and timed as it was
 measured (:func:`pair_exchange`), take the measured time — the same self-consistency that
 :mod:`simulator.core.wakeup` gives the latency table.
+
+Which exchange the rates are solved from matters where sends wait for the receiver's
+receive-ready notice (gloo's, :attr:`Cluster.receiver_driven_sends`). In the plain exchange
+each rank posts its receive just before its send, so every simulated send waits for the
+partner's notice; priced as the calibration measures it (tens of µs among four ranks on two
+cores) that wait leaves less of the measured time to the bytes, the solved bus is faster than
+the bytes ever moved, and a ring's steps — whose receives are posted a step ahead and never
+wait — inherit it. Where the calibration has it, the rates are solved from the exchange posted
+ahead instead (:func:`shift_ahead`, :attr:`CalibrationEntry.shift_ahead_times_s`): the
+same sizes sent round the ring and posted the way a ring posts its steps, so that the notice
+is paid in the solve exactly as often as in the ring, and — with three or more ranks — each
+connection carries one direction, as a ring's do. (A pair's exchange posted ahead pays
+something a ring does not: a send written at once by the calling thread holds the connection
+that the partner's message must be read from; chapter 2, "Who writes the bytes".)
+
+That is priced apart (:func:`connection_rates`): with three ranks or more the calibration also
+times the same messages swapped between partners and posted the same way
+(:attr:`CalibrationEntry.swap_ahead_times_s`), and where the swap, simulated over the bus
+solved from the shift, comes out faster than it ran, each pair's connection
+(:meth:`Topology.shared_bus`'s ``connection_by_load``) gets the rate, at the swap's load, that
+makes it take the measured time — recursive doubling's steps are such swaps, a ring's are not.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
+
+from simulator.core.calibration import SHIFT_AHEAD_STEPS
 
 if TYPE_CHECKING:
     from simulator.core.comm import SimComm, SimGen
@@ -48,20 +71,63 @@ def pair_exchange(comm: SimComm, nbytes: int) -> SimGen:
         yield work.wait()
 
 
-def exchange_s(cluster: Cluster, nbytes: int, calls: int = CALLS) -> float:
+def shift_ahead(comm: SimComm, nbytes: int, steps: int = SHIFT_AHEAD_STEPS) -> SimGen:
+    """The calibration's shift posted ahead, simulated (:func:`lab.calibrate.shift_ahead`):
+    post the first receive from the left; then, each of ``steps`` steps, send right, post the
+    next receive, wait for the current receive and the send."""
+    world = comm.world_size
+    if world < 2 or steps < 1:
+        return
+    left, right = (comm.rank - 1) % world, (comm.rank + 1) % world
+    ahead = comm.irecv(left, nbytes)
+    for step in range(steps):
+        current = ahead
+        sent = comm.isend(right, nbytes)
+        if step + 1 < steps:
+            ahead = comm.irecv(left, nbytes)
+        yield current.wait()
+        yield sent.wait()
+
+
+def swap_ahead(comm: SimComm, nbytes: int, steps: int = SHIFT_AHEAD_STEPS) -> SimGen:
+    """The calibration's swap posted ahead, simulated (:func:`lab.calibrate.swap_ahead`):
+    :func:`shift_ahead` with ``rank xor 1`` on both sides (a rank without a partner stays
+    out)."""
+    peer = comm.rank ^ 1
+    if peer >= comm.world_size or steps < 1:
+        return
+    ahead = comm.irecv(peer, nbytes)
+    for step in range(steps):
+        current = ahead
+        sent = comm.isend(peer, nbytes)
+        if step + 1 < steps:
+            ahead = comm.irecv(peer, nbytes)
+        yield current.wait()
+        yield sent.wait()
+
+
+def exchange_s(cluster: Cluster, nbytes: int, calls: int = CALLS, ahead: bool = False,
+               swap: bool = False) -> float:
     """Simulated time of one concurrent exchange of ``nbytes`` per message, ``calls`` run back
-    to back, s."""
+    to back (``ahead``: calls of the shift posted ahead, time per step; with ``swap``, of
+    the swap posted ahead), s."""
     from simulator.core.comm import run_spmd
 
+    if ahead:
+        program = swap_ahead if swap else shift_ahead
+        return run_spmd(cluster, program, nbytes, trace=False, calls=calls
+                        ).makespan_s / (calls * SHIFT_AHEAD_STEPS)
     return run_spmd(cluster, pair_exchange, nbytes, trace=False,
                     calls=calls).makespan_s / calls
 
 
 def bus_rates(build: Callable[[Sequence[tuple[float, float]]], Cluster], sizes: Sequence[int],
-              times_s: Sequence[float], flows: int) -> tuple[tuple[float, float], ...]:
+              times_s: Sequence[float], flows: int,
+              ahead: bool = False) -> tuple[tuple[float, float], ...]:
     """The bus's rate by load, ``((flows·n, Bps), …)``, with which the cluster
     ``build(table)`` simulates each measured exchange of ``n`` bytes per message in its
-    measured time (``times_s``, s).
+    measured time (``times_s``, s; ``ahead``: the shift posted ahead, time per step, with
+    ``flows`` its messages in flight).
 
     Each round simulates every size and solves ``t = fixed + flows·n / rate`` for the rate,
     ``fixed`` being the simulated time less the bytes' share at the current rate; sizes whose
@@ -75,11 +141,59 @@ def bus_rates(build: Callable[[Sequence[tuple[float, float]]], Cluster], sizes: 
         for load, target in points:
             if load not in table:
                 continue
-            simulated = exchange_s(cluster, int(load // flows))
+            simulated = exchange_s(cluster, int(load // flows), ahead=ahead)
             fixed = simulated - load / table[load]
             on_bytes = target - fixed
             if on_bytes < MIN_BYTES_SHARE * target:
                 del table[load]
             else:
                 table[load] = load / on_bytes
+    return tuple(sorted(table.items()))
+
+
+SEARCH_STEPS = 14
+"""Bisection steps of :func:`connection_rates` per size, over a thousandfold range of rates
+(the rate found is within 0.05 % of the one that fits)."""
+
+
+def connection_rates(build: Callable[[Sequence[tuple[float, float]]], Cluster],
+                     sizes: Sequence[int], times_s: Sequence[float]
+                     ) -> tuple[tuple[float, float], ...]:
+    """A connection's rate by load, ``((2·n, Bps), …)``, with which the cluster
+    ``build(table)`` simulates the swap posted ahead of ``n`` bytes per message
+    (:func:`swap_ahead`) in its measured time (``times_s``, s, one step).
+
+    A size whose swap the cluster without connections (``build(())``) already simulates in
+    its measured time or less gets no limit (:data:`simulator.core.network.UNLIMITED_Bps`):
+    the two directions do not slow each other there. Otherwise its rate is found by
+    bisection — the simulated swap is slower the slower the connection — between a rate at
+    which its bytes alone would take the whole measured time and a thousand times that; and
+    kept only if at that rate the swap's bytes fill :data:`MIN_BYTES_SHARE` of its measured
+    time or more (as :func:`bus_rates` keeps a size). Empty when no size is slower than the
+    cluster without connections makes it."""
+    from simulator.core.network import UNLIMITED_Bps
+
+    free = build(())
+    points = [(2 * n, n, t) for n, t in sorted(zip(sizes, times_s, strict=True))
+              if n > 0 and t > 0]
+    table = {load: UNLIMITED_Bps for load, n, t in points
+             if exchange_s(free, n, ahead=True, swap=True) < t}
+    if not table:
+        return ()
+    for load, n, target in points:
+        if load not in table:
+            continue
+        lo, hi = load / target, 1e3 * load / target  # too slow for the target, then fast
+        for _ in range(SEARCH_STEPS):
+            mid = (lo * hi) ** 0.5
+            table[load] = mid
+            if exchange_s(build(sorted(table.items())), n, ahead=True, swap=True) > target:
+                lo = mid
+            else:
+                hi = mid
+        # a swap that its bytes at that rate would fill less than MIN_BYTES_SHARE of waited
+        # longer than simulated, it did not move slower: no rate is solved from a wait
+        table[load] = hi if load / hi >= MIN_BYTES_SHARE * target else UNLIMITED_Bps
+    for load, *_ in points:
+        table.setdefault(load, UNLIMITED_Bps)
     return tuple(sorted(table.items()))

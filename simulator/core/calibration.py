@@ -31,6 +31,11 @@ small, so that its time is latency."""
 CHAIN_STEPS = 50
 """Dependent steps timed back to back in one repeat of the chain: the step time is their
 mean, which takes in the occasional wait for a time slice as often as it happens."""
+SHIFT_AHEAD_STEPS = 4
+"""Steps in one call of the calibration's shift posted ahead (:func:`lab.calibrate.shift_ahead`):
+each receive after the first is posted a step early, as a ring posts its steps; a call of a few
+steps, like a collective's, so that its first receive, posted only as the call starts, counts
+as often as it does in a collective."""
 
 SUSTAINED_REPEAT_S = 0.02
 """How long one timed repeat runs its operation back to back, s, wherever timing must match the
@@ -110,6 +115,18 @@ class CalibrationEntry:
         fit_rel_residuals: (fit − measured)/measured at each size.
         exchange_sizes: sizes of the concurrent-exchange measurement, bytes per message.
         exchange_times_s: median time of each exchange, s.
+        shift_ahead_times_s: the ring's shift posted as the collectives post their steps —
+            every rank sends ``n`` bytes right while it receives from the left, its receive of
+            the next step posted before it waits for the current one
+            (:func:`lab.calibrate.shift_ahead`) — median time of one step at each of
+            ``exchange_sizes``, s (empty: not measured). No send of these waits for its
+            receiver's notice but the first of a call's: the collectives' model solves the
+            bus from them (:mod:`simulator.core.bus`).
+        swap_ahead_times_s: the same between partners (``r`` with ``r xor 1``), posted the
+            same way (:func:`lab.calibrate.swap_ahead`): each connection carries both
+            directions at once, as a swap's do and a ring's (of three or more ranks) do not;
+            median time of one step at each of ``exchange_sizes``, s (empty: not measured;
+            never at two ranks, where the shift is this swap).
         created: ISO time of the measurement.
         torch_version: the PyTorch that measured it.
         network: what the ranks talked over: ``loopback`` (the host's own network, the
@@ -167,6 +184,8 @@ class CalibrationEntry:
     post_overhead_s: float | None = None
     chain_ahead_latency_s: list[float] = field(default_factory=list)
     rank_sched: str = "normal"
+    shift_ahead_times_s: list[float] = field(default_factory=list)
+    swap_ahead_times_s: list[float] = field(default_factory=list)
 
     @property
     def key(self) -> str:

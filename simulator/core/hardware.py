@@ -179,7 +179,14 @@ class Cluster:
         chain takes the measured time per step (:func:`simulator.core.wakeup.chain_means`). The
         chain between two ranks is a swap, and posted ahead its next notice queues behind its
         send on the connection both directions use; two messages in flight that are *not* a
-        swap pay the plain chain's two-rank step instead (``one_way_pair_latency_s``).
+        swap pay the plain chain's two-rank step instead (``one_way_pair_latency_s``). With
+        ``exchange_bus`` the bus's rate by load is solved
+        (:func:`simulator.core.bus.bus_rates`) from the ring's shift posted ahead where the
+        calibration has it and sends are receiver-driven — posted as the collectives post,
+        so that the notice is paid in the solve as often as in the collectives — else from the
+        plain exchanges; and where the calibration also timed the swap posted ahead (three
+        ranks or more), each pair's connection is priced from it
+        (:func:`simulator.core.bus.connection_rates`).
         """
         if entry.network != "loopback":
             return cls.shaped_from(entry, world_size, contention=contention)
@@ -191,7 +198,8 @@ class Cluster:
         link = Link(entry.latency_s, entry.bandwidth_Bps, contention)
 
         def build(chain: Sequence[float], pair: float | None = None,
-                  by_load: Sequence[tuple[float, float]] = ()) -> Cluster:
+                  by_load: Sequence[tuple[float, float]] = (),
+                  connection: Sequence[tuple[float, float]] = ()) -> Cluster:
             if entry.bus_bandwidth_Bps > 0:
                 bus = max(entry.bus_bandwidth_Bps, entry.bandwidth_Bps)
                 busy = max(entry.bus_latency_s, entry.latency_s) if entry.bus_latency_s else None
@@ -200,7 +208,8 @@ class Cluster:
                                            busy or entry.latency_s, chain,
                                            solo_bus_Bps=bus if shared else None,
                                            count_simultaneous=receiver_driven,
-                                           one_way_pair_latency_s=pair, bus_by_load=by_load)
+                                           one_way_pair_latency_s=pair, bus_by_load=by_load,
+                                           connection_by_load=connection)
             else:
                 topo = Topology.fully_connected(world_size, link)
             return replace(cls.homogeneous(f"local-{entry.backend}x{world_size}", device, topo),
@@ -224,8 +233,17 @@ class Cluster:
                 and world_size == entry.world_size):  # the exchange as it was measured
             from simulator.core.bus import bus_rates
 
+            ahead_times = entry.shift_ahead_times_s if receiver_driven else []
+            flows = entry.world_size if ahead_times else exchange_flows(entry.world_size)
             by_load = bus_rates(lambda table: build(chain, pair, table), entry.exchange_sizes,
-                                entry.exchange_times_s, exchange_flows(entry.world_size))
+                                ahead_times or entry.exchange_times_s, flows,
+                                ahead=bool(ahead_times))
+            if ahead_times and entry.swap_ahead_times_s and by_load:
+                from simulator.core.bus import connection_rates
+
+                connection = connection_rates(lambda table: build(chain, pair, by_load, table),
+                                              entry.exchange_sizes, entry.swap_ahead_times_s)
+                return build(chain, pair, by_load, connection)
         return build(chain, pair, by_load)
 
     @classmethod

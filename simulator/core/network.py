@@ -347,7 +347,8 @@ class Topology:
                    solo_bus_Bps: float | None = None,
                    count_simultaneous: bool = False,
                    one_way_pair_latency_s: float | None = None,
-                   bus_by_load: Sequence[tuple[float, float]] = ()) -> Topology:
+                   bus_by_load: Sequence[tuple[float, float]] = (),
+                   connection_by_load: Sequence[tuple[float, float]] = ()) -> Topology:
         """Ranks on one machine: each has a port, and *every* message crosses one shared bus.
 
         Ranks that are processes on one host talk over loopback: each message is copied by
@@ -365,6 +366,15 @@ class Topology:
         at one instant all count one another as in flight; ``one_way_pair_latency_s``: what a
         message pays with one other in flight that is not its reverse; ``bus_by_load``: the
         bus's rate by the bytes it carries at once (see :class:`Link`).
+
+        ``connection_by_load``: each pair of ranks also has a *connection*
+        (:func:`connection_channel`), one channel that both directions of the pair's messages
+        cross, with this rate by load while it carries two or more at once and no limit while
+        it carries one. Gloo's ranks talk over one TCP connection per pair, and a send written
+        by the calling thread holds the connection that the partner's message must be read
+        from (chapter 2, "Who writes the bytes"): a swap's two messages move slower than two
+        messages one way each over different connections, as a ring's do (empty: no
+        connections).
         """
         port_link = replace(port, latency_s=0.0)
         bus = replace(port, bandwidth_Bps=bus_Bps, busy_latency_s=busy_latency_s,
@@ -376,11 +386,32 @@ class Topology:
         for r in range(world_size):
             links[frozenset((r, "bus_in"))] = port_link
             links[frozenset((r, "bus_out"))] = port_link
+        if connection_by_load:
+            connection = Link(0.0, UNLIMITED_Bps, port.contention,
+                              solo_bandwidth_Bps=UNLIMITED_Bps,
+                              bandwidth_by_load=tuple((float(a), float(b))
+                                                      for a, b in connection_by_load))
+            for a in range(world_size):
+                for b in range(a + 1, world_size):
+                    links[frozenset(connection_channel(a, b))] = connection
 
         def router(topo: Topology, src: int, dst: int) -> list[Node]:
             return [src] if src == dst else [src, "bus_in", "bus_out", dst]
 
         return cls(world_size, links, "shared_bus", router)
+
+
+UNLIMITED_Bps = 1e18
+"""The rate of a connection that carries one message (:meth:`Topology.shared_bus`), bytes/s:
+never the one that limits it (a billion GB/s; finite, so that max-min filling can tell when a
+channel is full)."""
+
+
+def connection_channel(a: int, b: int) -> Channel:
+    """The channel of the connection between ranks ``a`` and ``b`` (:meth:`Topology.shared_bus`):
+    the same for both directions, between two nodes of its own that no route visits."""
+    lo, hi = min(a, b), max(a, b)
+    return (f"connection {lo}-{hi} a", f"connection {lo}-{hi} b")
 
 
 def _busy_latency(link: Link, others: int) -> float:
@@ -438,6 +469,11 @@ class _Path:
                             if link.contention == "fifo"), key=lambda c: tuple(map(str, c)))
         self.fair = [c for c, link in zip(self.channels, links, strict=True)
                      if link.contention == "fair"]
+        # the pair's connection, both directions alike (shared_bus's connection_by_load)
+        connection = connection_channel(src, dst)
+        if (src != dst and frozenset(connection) in topology.links
+                and topology.link(connection).contention == "fair"):
+            self.fair.append(connection)
         # the reverse directions that carry this transfer's acknowledgements, and their share
         self.acks = [((c[1], c[0]), link.ack_fraction)
                      for c, link in zip(self.channels, links, strict=True)
@@ -674,6 +710,7 @@ class Network:
                 left[channel] = solo
             elif channel in self._by_load:
                 left[channel] = self._by_load[channel].rate_at_load(load.get(channel, 0.0))
+        full_at = {c: 1e-9 * rate for c, rate in left.items()}  # of what it can carry now
         active = self._flows
         while active:
             step = min((left[c] / n for c, n in users.items() if n > 1e-12), default=math.inf)
@@ -684,7 +721,7 @@ class Network:
                 left[c] -= step * n
             unfrozen = []
             for flow in active:
-                full = any(left[c] <= 1e-9 * self._bandwidth(c)
+                full = any(left[c] <= full_at[c]
                            for c in itertools.chain(flow.channels, (a for a, _ in flow.acks)))
                 if full or flow.rate >= flow.cap * (1 - 1e-12):
                     for c in flow.channels:

@@ -53,6 +53,8 @@ def test_quick_calibration_writes_an_entry_the_simulator_reads(tmp_path, monkeyp
     assert list(load_calibration(path)) == [entry.key]
     assert json.loads(path.read_text())["schema"] == 1
     assert entry.exchange_sizes == [2**16, 2**20, 2**22] and entry.bus_bandwidth_Bps > 0
+    assert len(entry.shift_ahead_times_s) == 3 and min(entry.shift_ahead_times_s) > 0
+    assert entry.swap_ahead_times_s == []  # at two ranks the shift is the swap
     assert entry.bus_latency_s >= 0
     assert len(entry.chain_latency_s) == 1 and entry.chain_latency_s[0] > 0  # k = 2
     assert len(entry.chain_ahead_latency_s) == 1 and entry.chain_ahead_latency_s[0] > 0

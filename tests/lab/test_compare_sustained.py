@@ -73,6 +73,25 @@ def test_the_rounds_retime_the_exchanges_up_to_the_largest_size_swept(tmp_path):
     assert remeasured.exchange_times_s[2:] == [3.0, 4.0]
 
 
+def test_the_rounds_retime_the_exchanges_posted_ahead_too_where_the_entry_has_them(
+        tmp_path):
+    path = tmp_path / "cal.json"
+    sizes, stale = [2**16, 2**18, 2**20], [1.0, 2.0, 3.0]  # seconds: far off
+    save_entry(CalibrationEntry(this_host(), "gloo", 2, 5e-5, 4e9, 1.2e10, 1.4e10, 1e11,
+                                bus_bandwidth_Bps=4e9, bus_latency_s=1e-4,
+                                chain_latency_s=[1e-4], exchange_sizes=sizes,
+                                exchange_times_s=stale, shift_ahead_times_s=stale,
+                                swap_ahead_times_s=stale), path)
+    rounds = tmp_path / "rounds.json"
+    compare_sustained(["all_gather.ring"], [2], [2**16, 2**18], repeats=2, calibration=path,
+                      chain_calibration=rounds)
+    (remeasured,) = load_calibration(rounds).values()
+    # every kind timed afresh up to 256 KiB (one exchange each); 1 MiB kept as calibrated
+    for times in (remeasured.shift_ahead_times_s, remeasured.swap_ahead_times_s,
+                  remeasured.exchange_times_s):
+        assert all(0 < t < 0.05 for t in times[:2]) and times[2:] == [3.0]
+
+
 def test_the_simulated_all_gathers_copy_their_input_first_as_the_real_ones_do():
     c = Cluster.from_calibration(CalibrationEntry("h", "gloo", 4, 5e-5, 4e9, 1.2e10, 1.4e10,
                                                   1e11))
@@ -102,17 +121,29 @@ def test_an_entry_from_before_the_notice_and_posting_primitives_is_measured_agai
     old = CalibrationEntry(this_host(), "gloo", 2, 5e-5, 4e9, 1.2e10, 1.4e10, 1e11)
     current = CalibrationEntry(this_host(), "gloo", 3, 5e-5, 4e9, 1.2e10, 1.4e10, 1e11,
                                ready_notice_s=1e-5, post_overhead_s=2e-5,
-                               chain_ahead_latency_s=[3e-4, 5e-4], rank_sched="batch")
+                               chain_ahead_latency_s=[3e-4, 5e-4], rank_sched="batch",
+                               exchange_sizes=[2**16], exchange_times_s=[2e-4],
+                               shift_ahead_times_s=[1.5e-4], swap_ahead_times_s=[1.6e-4])
     # complete, but measured with the ranks under the kernel's default policy
     other_policy = replace(current, world_size=5, rank_sched="normal")
-    for entry in (old, current, other_policy):
+    # complete but for the shift posted ahead; but for the swap posted ahead (three ranks
+    # or more); at two ranks no swap is measured, and none is missing
+    no_ahead = replace(current, world_size=6, shift_ahead_times_s=[])
+    no_swap = replace(current, world_size=7, swap_ahead_times_s=[])
+    two = replace(current, world_size=2, swap_ahead_times_s=[])
+    for entry in (old, current, other_policy, no_ahead, no_swap):
         save_entry(entry, path)
     calibrated: list[int] = []
     monkeypatch.setattr(lab.calibrate, "calibrate",
                         lambda world, *args, **kwargs: calibrated.append(world))
     monkeypatch.delenv(RANK_SCHED_ENV, raising=False)
-    ensure_calibrated([2, 3, 4, 5], calibration=path)
-    assert calibrated == [2, 4, 5]  # stale, missing, other policy; the current one stays
+    ensure_calibrated([2, 3, 4, 5, 6, 7], calibration=path)
+    # stale, missing, other policy, no shift ahead, no swap ahead; the current one stays
+    assert calibrated == [2, 4, 5, 6, 7]
+    save_entry(two, path)
+    calibrated.clear()
+    ensure_calibrated([2, 3], calibration=path)
+    assert calibrated == []
     calibrated.clear()
     monkeypatch.setenv(RANK_SCHED_ENV, "normal")
     ensure_calibrated([3, 5], calibration=path)

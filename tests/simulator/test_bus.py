@@ -1,9 +1,11 @@
 """The collectives' loopback bus reproduces the concurrent exchanges it is calibrated from."""
 
+from dataclasses import replace
+
 import pytest
 
 from simulator.core import Cluster
-from simulator.core.bus import bus_rates, exchange_s
+from simulator.core.bus import bus_rates, exchange_s, shift_ahead
 from simulator.core.calibration import CalibrationEntry
 
 SIZES = [2**16, 2**18, 2**20, 2**22, 2**24]
@@ -35,6 +37,68 @@ def test_the_simulated_exchange_takes_the_measured_time_at_every_bandwidth_bound
     # its waits aside, the 1 MiB exchange moves its bytes twice as fast as the 16 MiB one
     rates = dict(bus.bandwidth_by_load)
     assert rates[flows * 2**20] > 1.8 * rates[flows * 2**24]
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_the_bus_is_solved_from_the_shift_posted_ahead_where_it_was_measured(world):
+    times = [1.2e-4, 2.0e-4, 6.0e-4, 4.0e-3, 1.6e-2]  # s, one exchange (one step) each
+    plain = replace(entry(world, times), ready_notice_s=5e-5)  # a notice priced at 50 µs
+    ahead = replace(plain, shift_ahead_times_s=times)  # the same times, round the ring
+    by_plain, by_ahead = (Cluster.from_calibration(c, exchange_bus=True, receiver_driven=True)
+                          for c in (plain, ahead))
+    rates = {}
+    for name, model in (("plain", by_plain), ("ahead", by_ahead)):
+        rates[name] = dict(model.topology.link(("bus_in", "bus_out")).bandwidth_by_load)
+    flows = world  # at 2 and 4 ranks as many messages in flight as in the exchange
+    for n, measured in zip(SIZES, times, strict=True):
+        if flows * n in rates["ahead"]:  # the solve reproduces the shift it was solved from
+            assert exchange_s(by_ahead, n, ahead=True) == pytest.approx(measured, rel=0.03)
+    # every send of the plain exchange waits for its partner's notice, so to take the same
+    # time its bytes must have moved faster; posted ahead, only a call's first send waits
+    shared = set(rates["plain"]) & set(rates["ahead"])
+    assert shared and all(rates["ahead"][load] < rates["plain"][load] for load in shared)
+
+
+def test_a_swap_slower_than_the_shift_prices_the_connection_and_leaves_the_ring_alone():
+    from simulator.core.network import UNLIMITED_Bps, connection_channel
+
+    shift = [1.2e-4, 2.0e-4, 6.0e-4, 4.0e-3, 1.6e-2]  # s per step, round the ring of four
+    swap = shift[:2] + [1.3 * t for t in shift[2:]]  # swapped: slower from 1 MiB up
+    cal = replace(entry(4, shift), shift_ahead_times_s=shift, swap_ahead_times_s=swap)
+    model = Cluster.from_calibration(cal, exchange_bus=True, receiver_driven=True)
+    rates = dict(model.topology.link(connection_channel(0, 1)).bandwidth_by_load)
+    assert set(rates) == {2 * n for n in SIZES}
+    # every size the connection limits, it limits to the swap's measured time; the three
+    # that ran slower than the ring's steps are among them
+    limited = [n for n in SIZES if rates[2 * n] < UNLIMITED_Bps]
+    assert set(SIZES[2:]) <= set(limited)
+    for n, measured in zip(SIZES, swap, strict=True):
+        if n in limited:
+            assert exchange_s(model, n, ahead=True, swap=True) == pytest.approx(measured,
+                                                                               rel=0.02)
+    # the slow-down is the connection's, not the bus's: slower per byte where it was 1.3 ×
+    assert rates[2 * SIZES[-1]] < rates[2 * SIZES[0]]
+    # the ring's steps never share a connection: the shift still takes its measured time
+    bus = dict(model.topology.link(("bus_in", "bus_out")).bandwidth_by_load)
+    for n, measured in zip(SIZES, shift, strict=True):
+        if 4 * n in bus:
+            assert exchange_s(model, n, ahead=True) == pytest.approx(measured, rel=0.03)
+    # no swap measured (two ranks, or an older calibration): no connections at all
+    bare = Cluster.from_calibration(replace(cal, swap_ahead_times_s=[]), exchange_bus=True,
+                                    receiver_driven=True)
+    assert frozenset(connection_channel(0, 1)) not in bare.topology.links
+
+
+def test_the_simulated_shift_posted_ahead_is_the_calibrations_program():
+    from simulator.core.calibration import SHIFT_AHEAD_STEPS
+    from simulator.core.comm import run_spmd
+
+    model = Cluster.from_calibration(entry(3, [1e-3] * 5), exchange_bus=True,
+                                     receiver_driven=True)
+    trace = run_spmd(model, shift_ahead, 2**16).trace
+    sends = [s.name for s in trace if s.kind == "send"]
+    # every rank sends right SHIFT_AHEAD_STEPS times, an odd world included
+    assert sorted(sends) == sorted(["send 0->1", "send 1->2", "send 2->0"] * SHIFT_AHEAD_STEPS)
 
 
 def test_an_exchange_that_is_all_waiting_fixes_no_rate():

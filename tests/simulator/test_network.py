@@ -161,6 +161,26 @@ def test_shared_bus_makes_disjoint_pairs_compete():
     assert topo.path_latency_s(3, 0) == pytest.approx(1e-5)
 
 
+def test_a_connection_slows_a_swap_and_nothing_that_crosses_it_one_way():
+    # a 10 GB/s bus; each pair's connection carries two messages at once at 2 GB/s in all
+    topo = Topology.shared_bus(4, Link(0.0, 1e10, "fair"), bus_Bps=1e10,
+                               connection_by_load=[(2e9, 2e9)])
+    # a swap of 1 GB each way: both directions share the pair's one connection
+    swap, _ = arrivals(topo, [(0, 1), (1, 0)], [10**9, 10**9])
+    assert swap == pytest.approx([1.0, 1.0])
+    # a ring of four, one message per connection, one way: only the bus limits them
+    ring, _ = arrivals(topo, [(0, 1), (1, 2), (2, 3), (3, 0)], [10**9] * 4)
+    assert ring == pytest.approx([0.4] * 4)
+    alone, _ = arrivals(topo, [(2, 3)], [10**9])
+    assert alone == pytest.approx([0.1])
+    # without connections the swap is the bus's alone
+    plain = Topology.shared_bus(4, Link(0.0, 1e10, "fair"), bus_Bps=1e10)
+    assert arrivals(plain, [(0, 1), (1, 0)], [10**9, 10**9])[0] == pytest.approx([0.2, 0.2])
+    # and a model without contention ignores them, as it ignores the bus's sharing
+    free = topo.with_contention("none")
+    assert arrivals(free, [(0, 1), (1, 0)], [10**9, 10**9])[0] == pytest.approx([0.1, 0.1])
+
+
 def test_a_message_among_others_in_flight_pays_the_busy_latency():
     topo = Topology.shared_bus(4, Link(1e-5, 1e9, "fair"), bus_Bps=1e9, busy_latency_s=1e-3)
     # an exchange: the first message starts on an idle bus, the second while it is in flight
