@@ -126,12 +126,12 @@ def shift_ahead(send: Any, slots: Any, steps: int = SHIFT_AHEAD_STEPS) -> None:
     other of the two rows of ``slots``), then waits for its own — so the left neighbour's next
     send finds its receive ready and waits for no notice. Its time divided by ``steps`` is one
     step. Unlike the pair's exchange, with three or more ranks each connection carries one
-    direction only, as in a ring."""
+    direction only, as in a ring. It is :func:`chain_ahead` among all ranks, with the
+    message and the steps of a collective's."""
     import torch.distributed as dist
 
-    rank, world = dist.get_rank(), dist.get_world_size()
-    if world >= 2:
-        _posted_ahead(send, slots, (rank - 1) % world, (rank + 1) % world, steps)
+    if dist.get_world_size() >= 2:  # one rank alone has no one to send to
+        chain_ahead(dist.get_world_size(), send, slots, steps)
 
 
 def swap_ahead(send: Any, slots: Any, steps: int = SHIFT_AHEAD_STEPS) -> None:
@@ -196,19 +196,9 @@ def chain_ahead(k: int, send: Any, slots: Any, steps: int = CHAIN_STEPS) -> None
     ``≥ k`` stay out. Its time divided by ``steps`` is one step."""
     import torch.distributed as dist
 
-    from backends.collectives.comm import post_recv, post_send
-
     rank = dist.get_rank()
-    if rank >= k or steps < 1:
-        return
-    left, right = (rank - 1) % k, (rank + 1) % k
-    ahead = post_recv(slots[0], left)
-    for step in range(steps):
-        current = ahead
-        sent = post_send(send, right)
-        ahead = post_recv(slots[(step + 1) % 2], left) if step + 1 < steps else None
-        current.wait()
-        sent.wait()
+    if rank < k:
+        _posted_ahead(send, slots, (rank - 1) % k, (rank + 1) % k, steps)
 
 
 LATE_RECEIVE_S = 1e-3

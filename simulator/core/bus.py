@@ -73,37 +73,23 @@ def pair_exchange(comm: SimComm, nbytes: int) -> SimGen:
 
 def shift_ahead(comm: SimComm, nbytes: int, steps: int = SHIFT_AHEAD_STEPS) -> SimGen:
     """The calibration's shift posted ahead, simulated (:func:`lab.calibrate.shift_ahead`):
-    post the first receive from the left; then, each of ``steps`` steps, send right, post the
-    next receive, wait for the current receive and the send."""
-    world = comm.world_size
-    if world < 2 or steps < 1:
-        return
-    left, right = (comm.rank - 1) % world, (comm.rank + 1) % world
-    ahead = comm.irecv(left, nbytes)
-    for step in range(steps):
-        current = ahead
-        sent = comm.isend(right, nbytes)
-        if step + 1 < steps:
-            ahead = comm.irecv(left, nbytes)
-        yield current.wait()
-        yield sent.wait()
+    the chain posted ahead among all ranks (:func:`simulator.core.wakeup.chain_ahead`) with
+    messages of ``nbytes`` and ``steps`` steps."""
+    from simulator.core.wakeup import chain_ahead
+
+    if comm.world_size >= 2:
+        yield from chain_ahead(comm, comm.world_size, nbytes, steps)
 
 
 def swap_ahead(comm: SimComm, nbytes: int, steps: int = SHIFT_AHEAD_STEPS) -> SimGen:
     """The calibration's swap posted ahead, simulated (:func:`lab.calibrate.swap_ahead`):
     :func:`shift_ahead` with ``rank xor 1`` on both sides (a rank without a partner stays
     out)."""
+    from simulator.core.wakeup import posted_ahead
+
     peer = comm.rank ^ 1
-    if peer >= comm.world_size or steps < 1:
-        return
-    ahead = comm.irecv(peer, nbytes)
-    for step in range(steps):
-        current = ahead
-        sent = comm.isend(peer, nbytes)
-        if step + 1 < steps:
-            ahead = comm.irecv(peer, nbytes)
-        yield current.wait()
-        yield sent.wait()
+    if peer < comm.world_size:
+        yield from posted_ahead(comm, peer, peer, nbytes, steps)
 
 
 def exchange_s(cluster: Cluster, nbytes: int, calls: int = CALLS, ahead: bool = False,

@@ -38,9 +38,16 @@ def chain_ahead(comm: SimComm, k: int, nbytes: int = CHAIN_BYTES,
     """The calibration's chain among ranks ``0 … k−1`` posted a step ahead (the simulated
     :func:`lab.calibrate.chain_ahead`): send right, post the next receive from the left, then
     wait for the current receive and the send."""
-    if comm.rank >= k or steps < 1:
+    if comm.rank < k:
+        yield from posted_ahead(comm, (comm.rank - 1) % k, (comm.rank + 1) % k, nbytes, steps)
+
+
+def posted_ahead(comm: SimComm, left: int, right: int, nbytes: int, steps: int) -> SimGen:
+    """``steps`` steps of receiving ``nbytes`` from ``left`` and sending them to ``right``,
+    each receive after the first posted a step ahead: post the first receive; then, each
+    step, send, post the next receive, wait for the current receive and the send."""
+    if steps < 1:
         return
-    left, right = (comm.rank - 1) % k, (comm.rank + 1) % k
     ahead = comm.irecv(left, nbytes)
     for step in range(steps):
         current = ahead
