@@ -23,8 +23,8 @@ each rank posts its receive just before its send, so every simulated send waits 
 partner's notice; priced as the calibration measures it (tens of µs among four ranks on two
 cores) that wait leaves less of the measured time to the bytes, the solved bus is faster than
 the bytes ever moved, and a ring's steps — whose receives are posted a step ahead and never
-wait — inherit it. Where the calibration has it, the rates are solved from the exchange posted
-ahead instead (:func:`shift_ahead`, :attr:`CalibrationEntry.shift_ahead_times_s`): the
+wait — inherit it. Where the calibration has it, the rates are solved from the ring's shift
+posted ahead instead (:func:`shift_ahead`, :attr:`CalibrationEntry.shift_ahead_times_s`): the
 same sizes sent round the ring and posted the way a ring posts its steps, so that the notice
 is paid in the solve exactly as often as in the ring, and — with three or more ranks — each
 connection carries one direction, as a ring's do. (A pair's exchange posted ahead pays
