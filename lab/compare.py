@@ -328,9 +328,8 @@ def ensure_calibrated(worlds: Sequence[int], backend: str = "gloo",
     prediction uses (the receive-ready notice, the posting overhead, the chain, the shift
     and — three ranks or more — the swap posted a step ahead, :mod:`lab.calibrate`), which
     would otherwise fall back to α, to nothing, to the plain chain and exchanges and to no
-    connections, or was measured under another
-    scheduling policy than the ranks will run under
-    (:func:`backends.launch.apply_rank_sched`)."""
+    connections, or was measured under another scheduling policy than the ranks will run
+    under (:func:`backends.launch.apply_rank_sched`)."""
     from backends.launch import rank_sched_policy
     from lab.calibrate import DEFAULT_SIZES, QUICK_SIZES, calibrate
     from simulator.core.shaped import network_key
@@ -428,12 +427,14 @@ def compare_sustained(names: Sequence[str], worlds: Sequence[int], sizes: Sequen
         if entry is not None:  # re-timed the chain and the bus: predict from that entry
             extra = measured[len(points):]
             chain_s = [row["median_s"] for row in extra if "chain_k" in row]
-            entry = replace(entry, exchange_times_s=_retimed(
-                extra, "exchange_bytes", entry.exchange_sizes, entry.exchange_times_s),
-                shift_ahead_times_s=_retimed(extra, "shift_ahead_bytes",
-                                                entry.exchange_sizes,
-                                                entry.shift_ahead_times_s),
-                swap_ahead_times_s=_retimed(extra, "swap_ahead_bytes", entry.exchange_sizes,
+            sizes_ex = entry.exchange_sizes
+            entry = replace(
+                entry,
+                exchange_times_s=_retimed(extra, "exchange_bytes", sizes_ex,
+                                          entry.exchange_times_s),
+                shift_ahead_times_s=_retimed(extra, "shift_ahead_bytes", sizes_ex,
+                                             entry.shift_ahead_times_s),
+                swap_ahead_times_s=_retimed(extra, "swap_ahead_bytes", sizes_ex,
                                             entry.swap_ahead_times_s))
             save_entry(replace(entry, chain_ahead_latency_s=chain_s) if ahead
                        else replace(entry, chain_latency_s=chain_s), chain_calibration)

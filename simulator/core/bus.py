@@ -162,13 +162,12 @@ def connection_rates(build: Callable[[Sequence[tuple[float, float]]], Cluster],
     free = build(())
     points = [(2 * n, n, t) for n, t in sorted(zip(sizes, times_s, strict=True))
               if n > 0 and t > 0]
-    table = {load: UNLIMITED_Bps for load, n, t in points
-             if exchange_s(free, n, ahead=True, swap=True) < t}
-    if not table:
+    slower = [(load, n, t) for load, n, t in points
+              if exchange_s(free, n, ahead=True, swap=True) < t]
+    if not slower:
         return ()
-    for load, n, target in points:
-        if load not in table:
-            continue
+    table = {load: UNLIMITED_Bps for load, *_ in points}
+    for load, n, target in slower:
         lo, hi = load / target, 1e3 * load / target  # too slow for the target, then fast
         for _ in range(SEARCH_STEPS):
             mid = (lo * hi) ** 0.5
@@ -180,6 +179,4 @@ def connection_rates(build: Callable[[Sequence[tuple[float, float]]], Cluster],
         # a swap that its bytes at that rate would fill less than MIN_BYTES_SHARE of waited
         # longer than simulated, it did not move slower: no rate is solved from a wait
         table[load] = hi if load / hi >= MIN_BYTES_SHARE * target else UNLIMITED_Bps
-    for load, *_ in points:
-        table.setdefault(load, UNLIMITED_Bps)
     return tuple(sorted(table.items()))

@@ -232,9 +232,10 @@ class Cluster:
         if (exchange_bus and entry.bus_bandwidth_Bps > 0 and entry.exchange_sizes
                 and world_size == entry.world_size):  # the exchange as it was measured
             from simulator.core.bus import bus_rates
+            from simulator.core.shaped import shift_flows
 
             ahead_times = entry.shift_ahead_times_s if receiver_driven else []
-            flows = entry.world_size if ahead_times else exchange_flows(entry.world_size)
+            flows = (shift_flows if ahead_times else exchange_flows)(entry.world_size)
             by_load = bus_rates(lambda table: build(chain, pair, table), entry.exchange_sizes,
                                 ahead_times or entry.exchange_times_s, flows,
                                 ahead=bool(ahead_times))
