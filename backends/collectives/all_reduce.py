@@ -1,4 +1,4 @@
-"""All-reduce on real processes, seven ways, from scratch on point-to-point messages (§2.4–2.5).
+"""All-reduce on real processes, eight ways, from scratch on point-to-point messages (§2.4–2.5).
 
 Twin of :mod:`simulator.collectives.all_reduce` (same names, same steps). Every rank holds
 ``n`` bytes in ``tensor``; afterwards every rank holds their reduction, as with
@@ -14,6 +14,14 @@ time per byte; ``p = 2^k`` where a power of two is needed — other ``p`` fold f
   then ring all-gather (step ``s``: send chunk ``r−s``, receive chunk ``r−s−1``); chunks by
   :func:`~simulator.collectives.chunks.chunk_bounds`:
   ``2(p−1)·α + 2·n·(p−1)/p·β + n·(p−1)/p·γ``, the bandwidth lower bound.
+* :func:`segmented_ring_all_reduce` — the same ring with each chunk cut into ``S`` segments
+  (up to ``segments``, each at least ``min_segment_bytes``:
+  :func:`~simulator.collectives.chunks.segment_count`) that travel as separate messages, and
+  every segment is passed on as soon as it is ready: reduced (reduce-scatter) or arrived
+  (all-gather), without waiting for the rest of its chunk — the pipelined ring of gloo and
+  NCCL. With ``A = α + (n/p)/S·β`` a segment's hop and ``g = (n/p)/S·γ`` its reduction:
+  ``A + g + (p−2)·max(A + g, S·g) + (S−1)·g + (p−1)·A`` when every message has a link of its
+  own (``S = 1``: the ring's cost).
 * :func:`recursive_doubling_all_reduce` — in step ``d = 1, 2, 4, …`` swap the whole buffer with
   ``r XOR d`` and reduce: ``lg p·(α + n·β + n·γ)``.
 * :func:`rabenseifner_all_reduce` — recursive-halving reduce-scatter over ``p'`` chunks
@@ -43,7 +51,17 @@ import torch.distributed as dist
 
 from backends.collectives.all_gather import doubling_all_gather_chunks, ring_all_gather_chunks
 from backends.collectives.broadcast import binomial_broadcast
-from backends.collectives.comm import Comm, Group, ReduceOp, check_flat, check_op, finish, scratch
+from backends.collectives.comm import (
+    Comm,
+    Group,
+    Pending,
+    ReduceOp,
+    check_flat,
+    check_op,
+    finish,
+    scratch,
+    segments_of,
+)
 from backends.collectives.reduce import binomial_reduce
 from backends.collectives.reduce_scatter import (
     fold_in,
@@ -51,7 +69,12 @@ from backends.collectives.reduce_scatter import (
     ring_reduce_scatter_chunks,
 )
 from backends.trace import Tracer
-from simulator.collectives.chunks import chunk_bounds
+from simulator.collectives.chunks import (
+    MIN_SEGMENT_BYTES,
+    SEGMENTS,
+    chunk_bounds,
+    segment_count,
+)
 from simulator.collectives.schedule import Fold, binary_tree, children, double_binary_tree
 
 SUM = dist.ReduceOp.SUM
@@ -89,6 +112,69 @@ def ring_all_reduce(tensor: torch.Tensor, op: ReduceOp = SUM, group: Group = Non
     ring_reduce_scatter_chunks(comm, tensor, bounds, op)  # now chunk r is complete on rank r
     ring_all_gather_chunks(comm, tensor, bounds, mine=comm.rank)
     finish(tensor, op, comm.world_size)
+
+
+def segmented_ring_all_reduce(tensor: torch.Tensor, op: ReduceOp = SUM, group: Group = None,
+                              tracer: Tracer | None = None, segments: int = SEGMENTS,
+                              min_segment_bytes: int = MIN_SEGMENT_BYTES) -> None:
+    """The ring, each chunk in segments, each segment passed on as soon as it is ready.
+
+    The ring's ``2(p−1)`` steps as one loop: in step ``t`` rank ``r`` receives chunk
+    ``r − t − 2`` from the left — in the first ``p − 1`` steps into a scratch row, then reduced
+    into its own copy; in the last ``p − 1`` directly in place — and step ``t + 1`` sends that
+    very chunk to the right. So each segment goes right the moment it has been reduced (or
+    has arrived), while the chunk's next segments are still coming in; the receives of step
+    ``t + 1`` are posted before step ``t`` is waited for. Gloo keeps one TCP connection per
+    pair; with two ranks every step is a swap on it, and one large message each way moves
+    slower than the same bytes as a few messages in flight (``benchmarks/collectives_vs_gloo``).
+    An all-gather receive may overwrite a chunk whose partial sum this rank sent ``p − 1``
+    steps earlier: the new bytes cannot arrive before that send has left, since they are
+    made from it (it went right, and came back round the ring reduced).
+    """
+    comm = _start(tensor, op, group, tracer)
+    p = comm.world_size
+    bounds = chunk_bounds(tensor.numel(), p)
+    lo, hi = bounds[0]  # the largest chunk: every rank cuts every chunk into as many
+    count = segment_count((hi - lo) * tensor.element_size(), segments, min_segment_bytes)
+    if p > 1:
+        _pipelined_ring(comm, tensor, bounds, op, count)
+    finish(tensor, op, p)
+
+
+def _pipelined_ring(comm: Comm, buf: torch.Tensor, bounds: list[tuple[int, int]],
+                    op: ReduceOp, count: int) -> None:
+    """The loop of :func:`segmented_ring_all_reduce` (``p ≥ 2``), ``count`` segments a chunk."""
+    p, r = comm.world_size, comm.rank
+    right, left, steps = (r + 1) % p, (r - 1) % p, 2 * (p - 1)
+    size = max(hi - lo for lo, hi in bounds)
+    rows = scratch(buf, 2 * size)
+
+    def chunk(i: int) -> list[torch.Tensor]:
+        lo, hi = bounds[i % p]
+        return segments_of(buf[lo:hi], count)
+
+    def receive(t: int) -> tuple[list[Pending], list[torch.Tensor]]:  # chunk r - t - 2
+        mine = chunk(r - t - 2)
+        if t < p - 1:  # reduce-scatter: into row t % 2, then reduced into ``mine``
+            into = segments_of(rows[t % 2 * size:][:sum(x.numel() for x in mine)], count)
+        else:  # all-gather: in place
+            into = mine
+        return [comm.irecv(left, part) for part in into], into
+
+    sends = [comm.isend(right, part) for part in chunk(r - 1)]
+    ahead = receive(0)
+    for t in range(steps):
+        current, into = ahead
+        if t + 1 < steps:
+            ahead = receive(t + 1)
+        for work, part, target in zip(current, into, chunk(r - t - 2), strict=True):
+            work.wait()
+            if t < p - 1:
+                comm.reduce(target, part, op)
+            if t + 1 < steps:  # step t + 1 sends the chunk step t received
+                sends.append(comm.isend(right, target))
+    for work in sends:
+        work.wait()
 
 
 def recursive_doubling_all_reduce(tensor: torch.Tensor, op: ReduceOp = SUM,

@@ -45,6 +45,7 @@ import torch
 import torch.distributed as dist
 
 from backends.trace import Tracer, span
+from simulator.collectives.chunks import chunk_bounds
 
 Group = dist.ProcessGroup | Sequence[int] | None
 """Who takes part: a process group, a list of global ranks, or ``None`` for every rank."""
@@ -233,6 +234,14 @@ def scratch(like: torch.Tensor, numel: int) -> torch.Tensor:
     if buf is None or buf.numel() < numel:
         buf = _SCRATCH[key] = like.new_empty(numel)
     return buf[:numel]
+
+
+def segments_of(tensor: torch.Tensor, count: int) -> list[torch.Tensor]:
+    """``tensor`` cut into ``count`` contiguous segments by
+    :func:`~simulator.collectives.chunks.chunk_bounds` (the simulated twin cuts its bytes alike)."""
+    if count == 1:  # the plain ring's every step: no cutting
+        return [tensor]
+    return [tensor[lo:hi] for lo, hi in chunk_bounds(tensor.numel(), count)]
 
 
 def chunk_run(buf: torch.Tensor, bounds: list[tuple[int, int]], first: int,

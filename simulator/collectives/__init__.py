@@ -72,6 +72,8 @@ ALGORITHMS: dict[str, dict[str, tuple[Program, Cost | None]]] = {
         "reduce_broadcast": (all_reduce.reduce_broadcast_all_reduce,
                              all_reduce.reduce_broadcast_all_reduce_cost),
         "ring": (all_reduce.ring_all_reduce, all_reduce.ring_all_reduce_cost),
+        "segmented_ring": (all_reduce.segmented_ring_all_reduce,
+                           all_reduce.segmented_ring_all_reduce_cost),
         "recursive_doubling": (all_reduce.recursive_doubling_all_reduce,
                                all_reduce.recursive_doubling_all_reduce_cost),
         "rabenseifner": (all_reduce.rabenseifner_all_reduce,

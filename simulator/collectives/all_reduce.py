@@ -1,4 +1,4 @@
-"""All-reduce, simulated seven ways: every rank ends with all ranks' ``n`` bytes combined.
+"""All-reduce, simulated eight ways: every rank ends with all ranks' ``n`` bytes combined.
 
 Twin of :mod:`backends.collectives.all_reduce` (same names, same steps); book §2.4–2.5. Every
 combination costs ``comm.reduce`` (γ per byte) exactly where the real twin adds tensors. Costs
@@ -21,6 +21,11 @@ sends its buffer to ``r − 1``, which reduces; at the end ``r − 1`` sends the
       AG 1        3        0        1        2
       AG 2        2        3        0        1        → every rank holds every chunk
 
+* :func:`segmented_ring_all_reduce` — the ring's steps as one loop, each chunk cut into up to
+  ``segments`` segments of at least ``min_segment_bytes``
+  (:func:`~simulator.collectives.chunks.segment_count`), each segment passed on as soon as it
+  has been reduced (reduce-scatter) or has arrived (all-gather): gloo's and NCCL's pipelined
+  ring.
 * :func:`recursive_doubling_all_reduce` — in step ``d = 1, 2, 4, …`` swap the whole buffer with
   ``r XOR d`` and reduce: ``p = 4``: ``0↔1, 2↔3`` then ``0↔2, 1↔3``.
 * :func:`rabenseifner_all_reduce` — recursive-halving reduce-scatter over ``p'`` chunks
@@ -57,6 +62,7 @@ import numpy as np
 
 from simulator.collectives.all_gather import doubling_all_gather_chunks, ring_all_gather_chunks
 from simulator.collectives.broadcast import binomial_broadcast, binomial_broadcast_cost
+from simulator.collectives.chunks import MIN_SEGMENT_BYTES, SEGMENTS, segment_count
 from simulator.collectives.exchange import (
     buffer_nbytes,
     chunk_nbytes,
@@ -116,6 +122,69 @@ def ring_all_reduce_cost(p: int, nbytes: float, alpha_s: float, beta_s_per_B: fl
     """
     share = nbytes * (p - 1) / p
     return 2 * (p - 1) * alpha_s + 2 * share * beta_s_per_B + share * gamma_s_per_B
+
+
+def segmented_ring_all_reduce(comm: SimComm, nbytes: int, itemsize: int = 4,
+                              segments: int = SEGMENTS,
+                              min_segment_bytes: int = MIN_SEGMENT_BYTES) -> SimGen:
+    """The ring, each chunk in segments, each passed on as soon as it is ready.
+
+    As the real twin, :func:`~backends.collectives.all_reduce.segmented_ring_all_reduce`: in
+    step ``t`` rank ``r`` receives chunk ``r − t − 2`` (its segments posted a step ahead),
+    reduces each segment as it arrives in the first ``p − 1`` steps, and sends it on at once
+    as step ``t + 1``'s."""
+    p, r = comm.world_size, comm.rank
+    sizes = chunk_nbytes(nbytes, p, itemsize)
+    count = segment_count(sizes[0], segments, min_segment_bytes)  # the largest chunk
+    if p == 1:
+        return
+    right, left, steps = (r + 1) % p, (r - 1) % p, 2 * (p - 1)
+
+    def chunk(i: int) -> list[int]:
+        return chunk_nbytes(sizes[i % p], count, itemsize)
+
+    def receive(t: int) -> list[SimWork]:
+        return [comm.irecv(left, part) for part in chunk(r - t - 2)]
+
+    sends = [comm.isend(right, part) for part in chunk(r - 1)]
+    ahead = receive(0)
+    for t in range(steps):
+        current = ahead
+        if t + 1 < steps:
+            ahead = receive(t + 1)
+        for work, part in zip(current, chunk(r - t - 2), strict=True):
+            yield work.wait()
+            if t < p - 1:
+                yield from comm.reduce(part)
+            if t + 1 < steps:
+                sends.append(comm.isend(right, part))
+    for work in sends:
+        yield work.wait()
+
+
+def segmented_ring_all_reduce_cost(p: int, nbytes: float, alpha_s: float, beta_s_per_B: float,
+                                   gamma_s_per_B: float = 0.0, segments: int = SEGMENTS,
+                                   min_segment_bytes: int = MIN_SEGMENT_BYTES) -> float:
+    """Closed form of :func:`segmented_ring_all_reduce` when every message has a link of its
+    own (contention ``none``), seconds::
+
+        A + g + (p−2)·max(A + g, S·g) + (S−1)·g + (p−1)·A
+
+    with ``S = segment_count(n/p)`` segments a chunk, ``A = α + (n/p)/S·β`` a segment's hop
+    and ``g = (n/p)/S·γ`` its reduction. Reduce-scatter: segment ``j`` of step ``t`` is done
+    at ``T(t, j) = max(T(t−1, j) + A, T(t, j−1)) + g`` — it must have arrived, and the rank
+    must be done with the segment before (the last of step ``t − 1`` before the first of
+    step ``t``). A path through that grid either follows a segment down the ring (``A + g`` a
+    step) or the rank's own reductions (``g`` a segment), whichever is longer: ``A + g ≥ S·g``
+    when the transfer hides the reductions. The all-gather then adds ``A`` a step. ``S = 1``
+    gives :func:`ring_all_reduce_cost`.
+    """
+    if p < 2:
+        return 0.0
+    count = segment_count(int(nbytes // p), segments, min_segment_bytes)
+    hop = alpha_s + nbytes / p / count * beta_s_per_B
+    g = nbytes / p / count * gamma_s_per_B
+    return hop + g + (p - 2) * max(hop + g, count * g) + (count - 1) * g + (p - 1) * hop
 
 
 def recursive_doubling_all_reduce(comm: SimComm, nbytes: int, itemsize: int = 4) -> SimGen:

@@ -27,3 +27,24 @@ def chunk_bounds(count: int, parts: int) -> list[tuple[int, int]]:
         bounds.append((start, start + size))
         start += size
     return bounds
+
+
+SEGMENTS = 4
+"""Most segments the segmented ring cuts each chunk into (each step's messages in flight)."""
+
+MIN_SEGMENT_BYTES = 1024 * 1024
+"""Smallest segment the segmented ring cuts, bytes: below it a message's fixed cost (posting it,
+and with more ranks than cores, the CPU the others wait for) outweighs what a segment gains
+(four ranks on two cores, 4–8 MiB: 512 KiB segments 0.86–0.90 of gloo's throughput, 1 MiB
+ones 0.94–0.96, the plain ring 0.93–1.00; ``benchmarks/collectives_vs_gloo.py``)."""
+
+
+def segment_count(chunk_bytes: int, segments: int = SEGMENTS,
+                  min_segment_bytes: int = MIN_SEGMENT_BYTES) -> int:
+    """How many segments the segmented ring cuts a ``chunk_bytes``-byte chunk into: up to
+    ``segments``, each at least ``min_segment_bytes`` (at least one: an empty or small chunk
+    is one message, as in the plain ring)."""
+    if segments < 1 or min_segment_bytes < 1:
+        raise ValueError(f"need at least one segment of at least one byte, got "
+                         f"{segments} segments of {min_segment_bytes} bytes")
+    return max(1, min(segments, chunk_bytes // min_segment_bytes))

@@ -23,7 +23,8 @@ WITH_COST = [(op, name) for op, name in EVERY if ALGORITHMS[op][name][1] is not 
 ANY_P = {("broadcast", "linear"), ("broadcast", "binomial"), ("broadcast", "pipelined_chain"),
          ("scatter", "linear"), ("gather", "linear"), ("reduce", "linear"),
          ("all_gather", "ring"), ("all_gather", "bruck"), ("reduce_scatter", "ring"),
-         ("reduce_scatter", "pairwise"), ("all_reduce", "ring"), ("all_to_all", "pairwise"),
+         ("reduce_scatter", "pairwise"), ("all_reduce", "ring"), ("all_reduce", "segmented_ring"),
+         ("all_to_all", "pairwise"),
          ("all_to_all", "bruck")}
 
 
@@ -36,7 +37,7 @@ def test_registry_has_every_operation_and_algorithm_of_the_spec():
         "all_gather": ["bruck", "recursive_doubling", "ring"],
         "reduce_scatter": ["pairwise", "recursive_halving", "ring"],
         "all_reduce": ["binary_tree", "double_binary_tree", "hierarchical", "rabenseifner",
-                       "recursive_doubling", "reduce_broadcast", "ring"],
+                       "recursive_doubling", "reduce_broadcast", "ring", "segmented_ring"],
         "all_to_all": ["bruck", "pairwise"],
     }
 
@@ -70,6 +71,25 @@ def test_simulation_equals_closed_form_without_contention(op, name, k, per_rank,
     result = run_spmd(fully_connected(p, alpha, bw), program, n, trace=False)
     assert result.makespan_s == pytest.approx(cost(p, n, alpha, 1 / bw, GAMMA), rel=1e-9,
                                               abs=1e-15)
+
+
+@given(p=st.integers(1, 9), segments=st.integers(1, 6), per_segment=st.integers(0, 200),
+       alpha=st.floats(0, 1e-4), bw=st.floats(1e8, 1e11), gamma=st.sampled_from([GAMMA, 0.0]))
+def test_segmented_ring_equals_its_closed_form_when_every_chunk_is_cut(p, segments, per_segment,
+                                                                       alpha, bw, gamma):
+    """Segments of one element at least, so that every chunk is cut; the test device's γ
+    (reductions hidden by the transfers or not, depending on α and the bandwidth drawn)."""
+    n = p * segments * per_segment * ITEM
+    device = DEV if gamma else Device("fast", flops_per_s=1e12, mem_bandwidth_Bps=9e9,
+                                      memory_bytes=1e9, reduce_Bps=float("inf"))
+    program = partial(ALGORITHMS["all_reduce"]["segmented_ring"][0], segments=segments,
+                      min_segment_bytes=ITEM)
+    cost = ALGORITHMS["all_reduce"]["segmented_ring"][1]
+    assert cost is not None
+    result = run_spmd(helpers.fully_connected(p, alpha, bw, device=device), program, n,
+                      trace=False)
+    expected = cost(p, n, alpha, 1 / bw, gamma, segments=segments, min_segment_bytes=ITEM)
+    assert result.makespan_s == pytest.approx(expected, rel=1e-9, abs=1e-15)
 
 
 @given(p=st.integers(1, 64), nbytes=st.integers(0, 2**30))
