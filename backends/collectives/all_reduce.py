@@ -161,8 +161,8 @@ def _pipelined_ring(comm: Comm, buf: torch.Tensor, bounds: list[tuple[int, int]]
             into = mine
         return [comm.irecv(left, part) for part in into], into
 
+    ahead = receive(0)  # before the first sends, so that the left neighbour's find it posted
     sends = [comm.isend(right, part) for part in chunk(r - 1)]
-    ahead = receive(0)
     for t in range(steps):
         current, into = ahead
         if t + 1 < steps:

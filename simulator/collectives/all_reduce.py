@@ -146,8 +146,8 @@ def segmented_ring_all_reduce(comm: SimComm, nbytes: int, itemsize: int = 4,
     def receive(t: int) -> list[SimWork]:
         return [comm.irecv(left, part) for part in chunk(r - t - 2)]
 
+    ahead = receive(0)  # before the first sends, as the real twin posts them
     sends = [comm.isend(right, part) for part in chunk(r - 1)]
-    ahead = receive(0)
     for t in range(steps):
         current = ahead
         if t + 1 < steps:
