@@ -47,6 +47,24 @@ STREAM = 8
 """Messages a stream sample sends back to back."""
 
 
+def _posted_second(rank: int, second: int, buf: torch.Tensor) -> float | None:
+    """One message 0 → 1, rank ``second`` posting its side ``HEAD_START_S`` after the other:
+    on that rank the time from posting to completion, s (``None`` on the other)."""
+    import torch.distributed as dist
+
+    def post() -> Any:
+        return post_send(buf, 1) if rank == 0 else post_recv(buf, 0)
+
+    dist.barrier()
+    if rank != second:
+        post().wait()
+        return None
+    time.sleep(HEAD_START_S)
+    start = time.perf_counter()
+    post().wait()
+    return time.perf_counter() - start
+
+
 def one_way(sizes: list[int], repeats: int) -> list[dict[str, Any]]:
     """Rank function (two ranks): every way at every size, repeats interleaved; rank 1 returns
     the timings (early: as rank 0 saw them, sent to rank 1), rank 0 nothing."""
@@ -58,22 +76,9 @@ def one_way(sizes: list[int], repeats: int) -> list[dict[str, Any]]:
         buf = torch.zeros(nbytes // 4)
         samples: dict[str, list[float]] = {way: [] for way in WAYS}
         for _ in range(repeats):
-            dist.barrier()
-            if rank == 0:  # early: the receive was posted well before the send
-                time.sleep(HEAD_START_S)
-                start = time.perf_counter()
-                post_send(buf, 1).wait()
-                samples["early"].append(time.perf_counter() - start)
-            else:
-                post_recv(buf, 0).wait()
-            dist.barrier()
-            if rank == 1:  # late: the send was posted well before the receive
-                time.sleep(HEAD_START_S)
-                start = time.perf_counter()
-                post_recv(buf, 0).wait()
-                samples["late"].append(time.perf_counter() - start)
-            else:
-                post_send(buf, 1).wait()
+            for way, second in (("early", 0), ("late", 1)):  # who posts 2 ms after the other
+                if (took := _posted_second(rank, second, buf)) is not None:
+                    samples[way].append(took)
             dist.barrier()
             start = time.perf_counter()
             for _ in range(STREAM):
