@@ -47,21 +47,23 @@ STREAM = 8
 """Messages a stream sample sends back to back."""
 
 
+def _post(rank: int, buf: torch.Tensor) -> Any:
+    """This rank's side of one message 0 → 1: rank 0 posts the send, rank 1 the receive."""
+    return post_send(buf, 1) if rank == 0 else post_recv(buf, 0)
+
+
 def _posted_second(rank: int, second: int, buf: torch.Tensor) -> float | None:
     """One message 0 → 1, rank ``second`` posting its side ``HEAD_START_S`` after the other:
     on that rank the time from posting to completion, s (``None`` on the other)."""
     import torch.distributed as dist
 
-    def post() -> Any:
-        return post_send(buf, 1) if rank == 0 else post_recv(buf, 0)
-
     dist.barrier()
     if rank != second:
-        post().wait()
+        _post(rank, buf).wait()
         return None
     time.sleep(HEAD_START_S)
     start = time.perf_counter()
-    post().wait()
+    _post(rank, buf).wait()
     return time.perf_counter() - start
 
 
@@ -82,7 +84,7 @@ def one_way(sizes: list[int], repeats: int) -> list[dict[str, Any]]:
             dist.barrier()
             start = time.perf_counter()
             for _ in range(STREAM):
-                (post_send(buf, 1) if rank == 0 else post_recv(buf, 0)).wait()
+                _post(rank, buf).wait()
             samples["stream"].append((time.perf_counter() - start) / STREAM)
         early = (torch.tensor(samples["early"], dtype=torch.float64) if rank == 0
                  else torch.zeros(repeats, dtype=torch.float64))

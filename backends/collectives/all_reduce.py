@@ -154,11 +154,9 @@ def _pipelined_ring(comm: Comm, buf: torch.Tensor, bounds: list[tuple[int, int]]
         return segments_of(buf[lo:hi], count)
 
     def receive(t: int) -> tuple[list[Pending], list[torch.Tensor]]:  # chunk r - t - 2
-        mine = chunk(r - t - 2)
-        if t < p - 1:  # reduce-scatter: into row t % 2, then reduced into ``mine``
-            into = segments_of(rows[t % 2 * size:][:sum(x.numel() for x in mine)], count)
-        else:  # all-gather: in place
-            into = mine
+        lo, hi = bounds[(r - t - 2) % p]
+        # reduce-scatter: into row t % 2, then reduced into the chunk; all-gather: in place
+        into = segments_of(rows[t % 2 * size:][:hi - lo] if t < p - 1 else buf[lo:hi], count)
         return [comm.irecv(left, part) for part in into], into
 
     ahead = receive(0)  # before the first sends, so that the left neighbour's find it posted

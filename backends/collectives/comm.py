@@ -239,8 +239,6 @@ def scratch(like: torch.Tensor, numel: int) -> torch.Tensor:
 def segments_of(tensor: torch.Tensor, count: int) -> list[torch.Tensor]:
     """``tensor`` cut into ``count`` contiguous segments by
     :func:`~simulator.collectives.chunks.chunk_bounds` (the simulated twin cuts its bytes alike)."""
-    if count == 1:  # the plain ring's every step: no cutting
-        return [tensor]
     return [tensor[lo:hi] for lo, hi in chunk_bounds(tensor.numel(), count)]
 
 
