@@ -13,6 +13,7 @@ For each (world size, message size) point:
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import math
 import statistics
@@ -69,8 +70,25 @@ def local_cluster(world: int, backend: str = "gloo", calibration: str | Path | N
                   ) -> Cluster:
     """The collectives' model of this machine on loopback (:meth:`Cluster.local`): the bus
     fitted to bandwidth-bound exchanges, gloo's receiver-driven sends with the calibrated
-    notice and posting overhead. What :func:`predict` and the report's timelines use."""
-    return Cluster.local(world, backend, calibration, exchange_bus=True, receiver_driven=True)
+    notice and posting overhead. What :func:`predict` and the report's timelines use.
+
+    Solving the bus takes seconds (:mod:`simulator.core.bus`), so the model is kept for as
+    long as its calibration file is unchanged (one solve per world for a whole sweep)."""
+    from simulator.core.calibration import default_calibration_path
+
+    path = Path(calibration) if calibration is not None else default_calibration_path()
+    try:
+        stamp = path.stat().st_mtime_ns
+    except OSError:  # no file: Cluster.local says so
+        return Cluster.local(world, backend, calibration, exchange_bus=True,
+                             receiver_driven=True)
+    return _solved_local(world, backend, str(path.resolve()), stamp)
+
+
+@functools.lru_cache(maxsize=16)
+def _solved_local(world: int, backend: str, path: str, stamp: int) -> Cluster:
+    """:func:`local_cluster` of the calibration file ``path`` as of ``stamp`` (its mtime)."""
+    return Cluster.local(world, backend, path, exchange_bus=True, receiver_driven=True)
 
 
 def predict(twin: Twin, world: int, sizes: Sequence[int], cluster: str = "local",

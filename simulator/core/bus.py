@@ -180,3 +180,48 @@ def connection_rates(build: Callable[[Sequence[tuple[float, float]]], Cluster],
         # longer than simulated, it did not move slower: no rate is solved from a wait
         table[load] = hi if load / hi >= MIN_BYTES_SHARE * target else UNLIMITED_Bps
     return tuple(sorted(table.items()))
+
+
+MAX_QUEUED_WEIGHT = 8.0
+"""The heaviest a queued send's byte may be solved to weigh (:func:`queued_weights`)."""
+WEIGHT_SEARCH_STEPS = 10
+"""Bisection steps of :func:`queued_weights` per size, between 1 and
+:data:`MAX_QUEUED_WEIGHT` (the weight found is within 0.2 % of the one that fits)."""
+
+
+def queued_weights(build: Callable[[Sequence[tuple[float, float]]], Cluster],
+                   sizes: Sequence[int], times_s: Sequence[float]
+                   ) -> tuple[tuple[float, float], ...]:
+    """A queued send's weight by message size, ``((n, weight), …)``
+    (:attr:`Cluster.queued_weight_by_bytes`), with which the cluster ``build(table)``
+    simulates the calibration's plain exchange of ``n`` bytes per message
+    (:func:`pair_exchange`, timed back to back) in its measured time (``times_s``, s).
+
+    In the plain exchange each rank posts its send right after its receive, so every send is
+    queued (:class:`simulator.core.comm.SimComm`). A size that the cluster without weights
+    (``build(())``) already simulates in its measured time or less weighs 1; otherwise the
+    weight is found by bisection between 1 and :data:`MAX_QUEUED_WEIGHT` — the exchange is
+    slower the heavier its bytes — and kept only if the exchange's bytes fill
+    :data:`MIN_BYTES_SHARE` of its measured time or more (as :func:`bus_rates` keeps a size).
+    Empty when every size weighs 1."""
+    free = build(())
+    points = [(n, t) for n, t in sorted(zip(sizes, times_s, strict=True)) if n > 0 and t > 0]
+    table = {float(n): 1.0 for n, _ in points}
+    for n, target in points:
+        simulated = exchange_s(free, n)
+        if simulated >= target:
+            continue
+        lo, hi = 1.0, MAX_QUEUED_WEIGHT
+        for _ in range(WEIGHT_SEARCH_STEPS):
+            mid = (lo * hi) ** 0.5
+            table[float(n)] = mid
+            if exchange_s(build(sorted(table.items())), n) > target:
+                hi = mid
+            else:
+                lo = mid
+        # the bytes' time at weight w is about w/(w − 1) of what the weight added: a size
+        # whose bytes would fill less than MIN_BYTES_SHARE of it waited, it did not move slower
+        added = target - simulated
+        bytes_s = added * lo / (lo - 1.0) if lo > 1.0 else 0.0
+        table[float(n)] = lo if bytes_s >= MIN_BYTES_SHARE * target else 1.0
+    return tuple(sorted(table.items())) if any(w > 1.0 for w in table.values()) else ()

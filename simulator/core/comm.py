@@ -21,7 +21,13 @@ the same two ranks with the same tag never overtake each other. On a cluster wit
 ``receiver_driven_sends`` (gloo's TCP transport, :class:`Cluster`) a send's bytes wait instead
 for the receiver to post the matching receive and for its *receive-ready* notice to cross back
 (the cluster's ``ready_notice_s``, or one path latency α): a sender that runs ahead of its
-receiver waits for it. Where the cluster
+receiver waits for it. Such a send is *queued* if the notice had not come when its rank began
+to post it (gloo then writes it from its I/O thread when the notice comes): each of its
+bytes takes :meth:`Cluster.queued_weight` of the capacity of the links it crosses. On a
+host whose ranks' threads outnumber its cores — the lab's two cores
+hold every rank's calling thread and its I/O thread — a notice that comes while a rank is
+posting is read only once it stops, so a send posted right after its step's receive is
+queued however short the notice. Where the cluster
 has a ``post_overhead_s`` (LogP's *o*), posting a send or a receive takes that much of the
 rank's time: posts and local work on one rank queue one after another. Besides messages
 a rank can spend time on ``compute(flops)``, ``reduce(nbytes)`` and ``memcpy(nbytes)`` on its
@@ -195,14 +201,23 @@ class SimComm:
 
     def _deliver(self, dst: int, nbytes: int, key: tuple[Any, ...], tag: int,
                  returned: simpy.Event | None = None, posted: float = 0.0) -> SimGen:
-        yield from self._until(posted)
-        if self._world.cluster.receiver_driven_sends and tag != _BARRIER_TAG:
-            yield self._world.ready_notice(key)
+        cluster = self._world.cluster
+        queued = False
+        if cluster.receiver_driven_sends and tag != _BARRIER_TAG:
+            # queued: the notice had not come when this rank began to post the send
+            yield from self._until(posted - cluster.post_overhead_s)
+            notice = self._world.ready_notice(key)
+            queued = not notice.triggered
+            yield from self._until(posted)
+            yield notice
             del self._world.ready[key]
+        else:
+            yield from self._until(posted)
         start = self.now
         yield from self._world.network.transfer(
             self.global_rank, self.ranks[dst], nbytes, returned,
-            self._world.cluster.send_buffer_bytes or 0.0)
+            cluster.send_buffer_bytes or 0.0,
+            cluster.queued_weight(nbytes) if queued else 1.0)
         self._world.arrival(key).succeed(nbytes)
         if tag != _BARRIER_TAG:
             self.span("send", f"send {self.rank}->{dst}", start, nbytes)

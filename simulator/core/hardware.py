@@ -20,7 +20,7 @@ from simulator.core.calibration import (
     find_entry,
     fit_alpha_beta,
 )
-from simulator.core.network import Contention, Link, Topology
+from simulator.core.network import Contention, Link, Topology, log_interpolate
 
 GB = 1e9
 GiB = 2**30
@@ -103,6 +103,15 @@ class Cluster:
     s (LogP's *o*, Culler et al. 1993): a rank's posts and local work run one after another,
     and a message leaves (or a receive is ready) only once posted. 0: free, as the α-β model
     has it.
+
+    ``queued_weight_by_bytes``: with ``receiver_driven_sends``, what each byte of a *queued*
+    send takes of the capacity of the links it crosses, by message size, ``((bytes, weight),
+    …)`` interpolated in log size (empty: 1, a byte). A send is queued when its receiver's
+    notice had not come as its rank began to post it: gloo then parks it, and its I/O thread
+    writes it when the notice comes (``pair.cc``: ``localPendingSend_``), in bursts as the
+    socket drains, instead of the calling thread at once; on the lab's two cores such bytes
+    cost more CPU, and the plain exchange, whose sends are all queued, moved 1 MiB and more
+    about a fifth slower than the shift posted ahead (chapter 2, "Who writes the bytes").
     """
 
     name: str
@@ -113,6 +122,12 @@ class Cluster:
     receiver_driven_sends: bool = False
     ready_notice_s: float | None = None
     post_overhead_s: float = 0.0
+    queued_weight_by_bytes: tuple[tuple[float, float], ...] = ()
+
+    def queued_weight(self, nbytes: int) -> float:
+        """The weight of a queued send of ``nbytes`` (:attr:`queued_weight_by_bytes`)."""
+        table = self.queued_weight_by_bytes
+        return log_interpolate(table, max(nbytes, 1)) if table else 1.0
 
     def __post_init__(self) -> None:
         if len(self.devices) != self.topology.world_size:
@@ -186,7 +201,12 @@ class Cluster:
         so that the notice is paid in the solve as often as in the collectives — else from the
         plain exchanges; and where the calibration also timed the swap posted ahead (three
         ranks or more), each pair's connection is priced from it
-        (:func:`simulator.core.bus.connection_rates`).
+        (:func:`simulator.core.bus.connection_rates`). Solved from the shift, the model also
+        weighs the bytes of *queued* sends — posted before their receiver's notice came, as
+        every send of the plain exchange is — by what makes the simulated plain exchange take
+        its measured time (:func:`simulator.core.bus.queued_weights`,
+        :attr:`queued_weight_by_bytes`); bus, connections and weights are solved in turn
+        :data:`QUEUED_ROUNDS` times, since the shift's first step is queued too.
         """
         if entry.network != "loopback":
             return cls.shaped_from(entry, world_size, contention=contention)
@@ -199,7 +219,8 @@ class Cluster:
 
         def build(chain: Sequence[float], pair: float | None = None,
                   by_load: Sequence[tuple[float, float]] = (),
-                  connection: Sequence[tuple[float, float]] = ()) -> Cluster:
+                  connection: Sequence[tuple[float, float]] = (),
+                  queued: Sequence[tuple[float, float]] = ()) -> Cluster:
             if entry.bus_bandwidth_Bps > 0:
                 bus = max(entry.bus_bandwidth_Bps, entry.bandwidth_Bps)
                 busy = max(entry.bus_latency_s, entry.latency_s) if entry.bus_latency_s else None
@@ -216,7 +237,8 @@ class Cluster:
                            receiver_driven_sends=receiver_driven,
                            ready_notice_s=entry.ready_notice_s,
                            post_overhead_s=(entry.post_overhead_s or 0.0) if receiver_driven
-                           else 0.0)
+                           else 0.0,
+                           queued_weight_by_bytes=tuple(queued) if receiver_driven else ())
 
         ahead = receiver_driven and bool(entry.chain_ahead_latency_s)
         chain = chain_latencies(entry, ahead=ahead)
@@ -231,20 +253,29 @@ class Cluster:
         by_load: tuple[tuple[float, float], ...] = ()
         if (exchange_bus and entry.bus_bandwidth_Bps > 0 and entry.exchange_sizes
                 and world_size == entry.world_size):  # the exchange as it was measured
-            from simulator.core.bus import bus_rates
+            from simulator.core.bus import bus_rates, connection_rates, queued_weights
             from simulator.core.shaped import shift_flows
 
             ahead_times = entry.shift_ahead_times_s if receiver_driven else []
             flows = (shift_flows if ahead_times else exchange_flows)(entry.world_size)
-            by_load = bus_rates(lambda table: build(chain, pair, table), entry.exchange_sizes,
-                                ahead_times or entry.exchange_times_s, flows,
-                                ahead=bool(ahead_times))
-            if ahead_times and entry.swap_ahead_times_s and by_load:
-                from simulator.core.bus import connection_rates
-
-                connection = connection_rates(lambda table: build(chain, pair, by_load, table),
-                                              entry.exchange_sizes, entry.swap_ahead_times_s)
-                return build(chain, pair, by_load, connection)
+            connection: tuple[tuple[float, float], ...] = ()
+            queued: tuple[tuple[float, float], ...] = ()
+            # queued sends are weighed by the plain exchange; the shift's first step has them
+            # too: each round solves the bus and the connections with the last round's weights
+            for _ in range(QUEUED_ROUNDS if ahead_times else 1):
+                by_load = bus_rates(lambda table, q=queued: build(chain, pair, table, (), q),
+                                    entry.exchange_sizes, ahead_times or entry.exchange_times_s,
+                                    flows, ahead=bool(ahead_times))
+                if not (ahead_times and by_load):
+                    break
+                if entry.swap_ahead_times_s:
+                    connection = connection_rates(
+                        lambda table, b=by_load, q=queued: build(chain, pair, b, table, q),
+                        entry.exchange_sizes, entry.swap_ahead_times_s)
+                queued = queued_weights(lambda table, b=by_load, c=connection:
+                                        build(chain, pair, b, c, table),
+                                        entry.exchange_sizes, entry.exchange_times_s)
+            return build(chain, pair, by_load, connection, queued)
         return build(chain, pair, by_load)
 
     @classmethod
@@ -314,6 +345,11 @@ class Cluster:
                    shaped_topology(ports, busy_latency_s=entry.bus_latency_s or None),
                    buffered_sends=True, send_buffer_bytes=entry.send_buffer_bytes)
 
+
+QUEUED_ROUNDS = 3
+"""Rounds of solving the collectives' loopback bus, connections and queued sends' weights in
+turn (:meth:`Cluster.from_calibration`): the weights, solved from the plain exchange, also
+price the first step of the shift the bus is solved from."""
 
 EXCHANGE_BUS_BYTES = (2**20, 2**24)
 """Message sizes (bytes, inclusive) of the concurrent exchanges :func:`exchange_bus_Bps` fits:

@@ -134,16 +134,20 @@ class Link:
     def rate_at_load(self, load_bytes: float) -> float:
         """The aggregate rate while messages totalling ``load_bytes`` cross, bytes/s
         (:attr:`bandwidth_by_load`, or ``bandwidth_Bps`` without a table)."""
-        table = self.bandwidth_by_load
-        if not table:
+        if not self.bandwidth_by_load:
             return self.bandwidth_Bps
-        if load_bytes <= table[0][0]:
-            return table[0][1]
-        for (lo, a), (hi, b) in itertools.pairwise(table):
-            if load_bytes <= hi:
-                x = math.log(load_bytes / lo) / math.log(hi / lo)
-                return a + (b - a) * x
-        return table[-1][1]
+        return log_interpolate(self.bandwidth_by_load, load_bytes)
+
+
+def log_interpolate(table: Sequence[tuple[float, float]], x: float) -> float:
+    """The value at ``x`` of a table ``((x, y), …)`` by increasing ``x`` > 0: linear in
+    log ``x`` between its points, flat beyond its ends."""
+    if x <= table[0][0]:
+        return table[0][1]
+    for (lo, a), (hi, b) in itertools.pairwise(table):
+        if x <= hi:
+            return a + (b - a) * math.log(x / lo) / math.log(hi / lo)
+    return table[-1][1]
 
 
 Router = Callable[["Topology", int, int], list[Node]]
@@ -486,16 +490,18 @@ class _Flow:
     """A transfer in the bandwidth phase on ``fair`` channels.
 
     ``buffered``, if given, is triggered once ``remaining`` ≤ ``buffer_bytes`` (the moment a
-    blocking send returns to a sender whose socket buffer holds ``buffer_bytes``).
+    blocking send returns to a sender whose socket buffer holds ``buffer_bytes``). ``weight``:
+    the capacity of its channels each byte takes (a queued send's, :meth:`Network.transfer`).
     """
 
     __slots__ = ("acks", "buffer_bytes", "buffered", "cap", "channels", "done", "rate",
-                 "remaining", "size")
+                 "remaining", "size", "weight")
 
     def __init__(self, nbytes: float, channels: Sequence[Channel], cap: float,
                  done: simpy.Event,
                  acks: Sequence[tuple[Channel, float]] = (),
-                 buffered: simpy.Event | None = None, buffer_bytes: float = 0.0) -> None:
+                 buffered: simpy.Event | None = None, buffer_bytes: float = 0.0,
+                 weight: float = 1.0) -> None:
         self.remaining = float(nbytes)
         self.size = float(nbytes)  # the whole message: what a by-load channel counts
         self.channels = channels
@@ -505,6 +511,7 @@ class _Flow:
         self.acks = acks
         self.buffered = buffered
         self.buffer_bytes = float(buffer_bytes)
+        self.weight = weight
 
     def until_buffered(self) -> float:
         """Bytes still to move before ``buffered`` fires (inf: no such event pending)."""
@@ -547,14 +554,17 @@ class Network:
         self._between: dict[tuple[int, int], int] = {}
 
     def transfer(self, src: int, dst: int, nbytes: int, buffered: simpy.Event | None = None,
-                 buffer_bytes: float = 0.0) -> Generator[simpy.Event, Any, None]:
+                 buffer_bytes: float = 0.0, weight: float = 1.0
+                 ) -> Generator[simpy.Event, Any, None]:
         """Deliver ``nbytes`` from rank ``src`` to rank ``dst`` (a process body).
 
         ``buffered``, if given, is triggered when at most ``buffer_bytes`` of the message are
         still to move (at once if ``nbytes`` ≤ ``buffer_bytes``): a sender's socket buffer
         holds the rest, so its blocking send returns then (:class:`Cluster`'s
         ``send_buffer_bytes``). Bytes waiting behind another message on a ``fifo`` channel
-        count as unsent.
+        count as unsent. ``weight``: what each byte takes of the capacity of the ``fair``
+        channels it crosses (1: a byte), so that the message moves ``weight`` times slower
+        than another in its place would (a queued send, :class:`simulator.core.comm.SimComm`).
         """
         if buffered is not None and nbytes <= buffer_bytes:
             buffered.succeed()
@@ -582,7 +592,7 @@ class Network:
                     latency = path.busy_by_flows[min(others, len(path.busy_by_flows)) - 1]
                 elif others:
                     latency = path.busy_latency_s
-            yield from self._move(path, latency, nbytes, buffered, buffer_bytes)
+            yield from self._move(path, latency, nbytes, buffered, buffer_bytes, weight)
         finally:
             for c in path.busy:
                 self._in_flight[c] -= 1
@@ -590,8 +600,8 @@ class Network:
                 self._between[(src, dst)] -= 1
 
     def _move(self, path: _Path, latency: float, nbytes: int,
-              buffered: simpy.Event | None = None, buffer_bytes: float = 0.0
-              ) -> Generator[simpy.Event, Any, None]:
+              buffered: simpy.Event | None = None, buffer_bytes: float = 0.0,
+              weight: float = 1.0) -> Generator[simpy.Event, Any, None]:
         """The latency, then the bytes at the rate the contention models allow."""
         if latency > 0:
             yield self.env.timeout(latency)
@@ -609,7 +619,7 @@ class Network:
             if path.fair:
                 done = self.env.event()
                 self._add_flow(_Flow(nbytes, path.fair, path.cap, done, path.acks,
-                                     buffered, buffer_bytes))
+                                     buffered, buffer_bytes, weight))
                 yield done
             elif buffered is not None:
                 yield self.env.timeout((nbytes - buffer_bytes) / path.cap)
@@ -688,23 +698,27 @@ class Network:
     def _allocate(self) -> None:
         """Progressive filling: raise all unfrozen rates together until a channel fills.
 
-        ``users[c]`` counts the unfrozen flows on channel ``c`` (a flow whose acknowledgements
-        cross ``c`` counts its ``ack_fraction``); a flow freezes when one of its channels is
-        full or it reaches its cap, and leaves its channels' counts.
+        ``users[c]`` counts the unfrozen flows on channel ``c``, each by its ``weight`` (a flow
+        whose acknowledgements cross ``c`` counts its ``ack_fraction``); a flow freezes when one
+        of its channels is full or it reaches its cap, and leaves its channels' counts. A
+        channel's solo rate applies while one flow crosses it (counted unweighted).
         """
         left: dict[Channel, float] = {}
         users: dict[Channel, float] = {}
+        flows: dict[Channel, float] = {}  # the same, unweighted
         load: dict[Channel, float] = {}
         for flow in self._flows:
             flow.rate = 0.0
             for channel in flow.channels:
                 left[channel] = self._bandwidth(channel)
-                users[channel] = users.get(channel, 0) + 1
+                users[channel] = users.get(channel, 0) + flow.weight
+                flows[channel] = flows.get(channel, 0) + 1
                 load[channel] = load.get(channel, 0.0) + flow.size
             for channel, share in flow.acks:
                 left[channel] = self._bandwidth(channel)
                 users[channel] = users.get(channel, 0) + share
-        for channel, count in users.items():
+                flows[channel] = flows.get(channel, 0) + share
+        for channel, count in flows.items():
             solo = self._solo(channel)
             if solo is not None and count <= 1 + 1e-12:
                 left[channel] = solo
@@ -725,7 +739,7 @@ class Network:
                            for c in itertools.chain(flow.channels, (a for a, _ in flow.acks)))
                 if full or flow.rate >= flow.cap * (1 - 1e-12):
                     for c in flow.channels:
-                        users[c] -= 1
+                        users[c] -= flow.weight
                     for c, share in flow.acks:
                         users[c] -= share
                 else:

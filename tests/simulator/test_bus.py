@@ -114,3 +114,26 @@ def test_other_models_keep_one_bus_rate():
     cal = entry(2, [1.2e-4, 2.0e-4, 6.0e-4, 4.0e-3, 1.6e-2])
     plain = Cluster.from_calibration(cal)  # every chapter but the collectives
     assert plain.topology.link(("bus_in", "bus_out")).bandwidth_by_load == ()
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_queued_sends_weigh_what_makes_the_plain_exchange_take_its_measured_time(world):
+    shift = [1.2e-4, 2.0e-4, 6.0e-4, 4.0e-3, 1.6e-2]  # s per step, posted ahead
+    exchange = shift[:2] + [1.25 * t for t in shift[2:]]  # plain: slower from 1 MiB up
+    cal = replace(entry(world, exchange), shift_ahead_times_s=shift)
+    model = Cluster.from_calibration(cal, exchange_bus=True, receiver_driven=True)
+    weights = dict(model.queued_weight_by_bytes)
+    assert set(weights) == {float(n) for n in SIZES}
+    assert all(weights[n] > 1.05 for n in SIZES[2:])  # every size that ran slower weighs
+    bus = dict(model.topology.link(("bus_in", "bus_out")).bandwidth_by_load)
+    for n, plain, ahead in zip(SIZES, exchange, shift, strict=True):
+        if weights[n] > 1.0:  # the plain exchange, all of its sends queued, as measured
+            assert exchange_s(model, n) == pytest.approx(plain, rel=0.03)
+        if world * n in bus:  # and the shift it solved the bus from, first steps queued too
+            assert exchange_s(model, n, ahead=True) == pytest.approx(ahead, rel=0.03)
+    # a plain exchange no slower than the shift: nothing to weigh
+    same = replace(cal, exchange_times_s=shift)
+    assert Cluster.from_calibration(same, exchange_bus=True,
+                                    receiver_driven=True).queued_weight_by_bytes == ()
+    # eager sends (every other model) are never queued
+    assert Cluster.from_calibration(cal, exchange_bus=True).queued_weight_by_bytes == ()

@@ -220,3 +220,38 @@ def test_local_work_waits_for_the_ranks_own_posts():
 
     result = run_spmd(replace(make(2), post_overhead_s=1e-4), program)
     assert result.returns[0] == pytest.approx(2e-4)
+
+
+def test_a_send_posted_before_its_notice_came_is_queued_and_weighs_more():
+    from dataclasses import replace
+
+    from simulator.core.network import log_interpolate
+
+    n, alpha, bw = 10**6, 1e-4, 1e9
+
+    def program(comm, early: bool):
+        peer = 1 - comm.rank
+        recv = comm.irecv(peer, n)
+        if early:  # the partner's notice (α) has come before this rank posts its send
+            yield comm.env.timeout(1e-3)
+        send = comm.isend(peer, n)
+        yield recv.wait()
+        yield send.wait()
+        return comm.now
+
+    fair = replace(make(2, "fair", alpha, bw), receiver_driven_sends=True)  # weights: fair only
+    heavy = replace(fair, post_overhead_s=1e-5,
+                    queued_weight_by_bytes=((1.0, 3.0),))
+    # posted right after the receive (10 µs each): the notice leaves as the partner's
+    # receive is posted and comes α later, after this rank began to post its send — queued,
+    # each byte weighing 3
+    plain = run_spmd(heavy, program, early=False)
+    assert plain.makespan_s == pytest.approx(1e-5 + alpha + alpha + 3 * n / bw)
+    # posted a millisecond in: the notice was there, the bytes weigh 1
+    late = run_spmd(heavy, program, early=True)
+    assert late.makespan_s == pytest.approx(1e-3 + 1e-5 + alpha + n / bw)
+    # the weight is read from the table by message size, log-linearly
+    table = ((2.0**20, 1.0), (2.0**24, 1.5))
+    assert replace(heavy, queued_weight_by_bytes=table).queued_weight(2**22) == pytest.approx(
+        log_interpolate(table, 2**22)) == pytest.approx(1.25)
+    assert _driven().queued_weight(n) == 1.0  # no table: a byte is a byte

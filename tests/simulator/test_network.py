@@ -262,3 +262,41 @@ def test_a_shared_bus_moves_small_messages_faster_than_large_ones_by_its_load():
     # of 16 MiB each way: 32 MiB at once, at 4 GB/s
     large, _ = arrivals(topo, [(0, 1), (1, 0)], [2**24, 2**24])
     assert large == pytest.approx([2**25 / 4e9] * 2)
+
+
+def test_a_weighted_flow_takes_its_weight_of_every_fair_channel_it_crosses():
+    import simpy
+
+    from simulator.core.network import Network
+
+    def run(weights, sizes):
+        env = simpy.Environment()
+        net = Network(env, Topology.fully_connected(2, Link(0.0, 1e9, "fair")))
+        ends = []
+
+        def one(n, w):
+            yield from net.transfer(0, 1, n, weight=w)
+            ends.append(env.now)
+
+        for n, w in zip(sizes, weights, strict=True):
+            env.process(one(n, w))
+        env.run()
+        return sorted(ends)
+
+    assert run([2.0], [10**9]) == pytest.approx([2.0])  # alone: half the link's rate
+    # with an unweighted flow: max-min gives both one rate r, r + 2r = 1 GB/s; the light one
+    # has moved its GB at 3 s, and the heavy one's second GB then moves alone at 0.5 GB/s
+    assert run([1.0, 2.0], [10**9, 2 * 10**9]) == pytest.approx([3.0, 3.0 + 1 / 0.5])
+
+
+def test_a_lone_weighted_message_still_counts_as_alone_on_a_bus_with_a_solo_rate():
+    import simpy
+
+    from simulator.core.network import Network
+
+    env = simpy.Environment()
+    topo = Topology.shared_bus(2, Link(0.0, 4e9, "fair"), bus_Bps=1e9, solo_bus_Bps=4e9)
+    net = Network(env, topo)
+    env.process(net.transfer(0, 1, 4 * 10**9, weight=2.0))
+    env.run()
+    assert env.now == pytest.approx(2.0)  # the solo 4 GB/s, each byte weighing two
