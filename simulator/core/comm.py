@@ -23,7 +23,7 @@ for the receiver to post the matching receive and for its *receive-ready* notice
 (the cluster's ``ready_notice_s``, or one path latency α): a sender that runs ahead of its
 receiver waits for it. Such a send is *queued* if the notice had not come when its rank began
 to post it (gloo then writes it from its I/O thread when the notice comes): each of its
-bytes takes :meth:`Cluster.queued_weight` of the capacity of the links it crosses. On a
+bytes takes :meth:`Cluster.queued_weight` of the capacity of the links it shares. On a
 host whose ranks' threads outnumber its cores — the lab's two cores
 hold every rank's calling thread and its I/O thread — a notice that comes while a rank is
 posting is read only once it stops, so a send posted right after its step's receive is

@@ -105,8 +105,10 @@ class Cluster:
     has it.
 
     ``queued_weight_by_bytes``: with ``receiver_driven_sends``, what each byte of a *queued*
-    send takes of the capacity of the links it crosses, by message size, ``((bytes, weight),
-    …)`` interpolated in log size (empty: 1, a byte). A send is queued when its receiver's
+    send takes of the capacity of a link it shares with other messages, by message size,
+    ``((bytes, weight), …)`` interpolated in log size (empty: 1, a byte; alone on a link a
+    byte weighs 1 — the ping-pong, which the simulation queues too, ran at its fitted rate).
+    A send is queued when its receiver's
     notice had not come as its rank began to post it: gloo then parks it, and its I/O thread
     writes it when the notice comes (``pair.cc``: ``localPendingSend_``), in bursts as the
     socket drains, instead of the calling thread at once; on the lab's two cores such bytes

@@ -491,7 +491,7 @@ class _Flow:
 
     ``buffered``, if given, is triggered once ``remaining`` ≤ ``buffer_bytes`` (the moment a
     blocking send returns to a sender whose socket buffer holds ``buffer_bytes``). ``weight``:
-    the capacity of its channels each byte takes (a queued send's, :meth:`Network.transfer`).
+    what each byte takes of a channel it shares (a queued send's, :meth:`Network.transfer`).
     """
 
     __slots__ = ("acks", "buffer_bytes", "buffered", "cap", "channels", "done", "rate",
@@ -562,9 +562,9 @@ class Network:
         still to move (at once if ``nbytes`` ≤ ``buffer_bytes``): a sender's socket buffer
         holds the rest, so its blocking send returns then (:class:`Cluster`'s
         ``send_buffer_bytes``). Bytes waiting behind another message on a ``fifo`` channel
-        count as unsent. ``weight``: what each byte takes of the capacity of the ``fair``
-        channels it crosses (1: a byte), so that the message moves ``weight`` times slower
-        than another in its place would (a queued send, :class:`simulator.core.comm.SimComm`).
+        count as unsent. ``weight``: what each byte takes of the capacity of each ``fair``
+        channel that it shares with another message (1: a byte; alone on a channel it weighs
+        1) — a queued send's (:class:`simulator.core.comm.SimComm`).
         """
         if buffered is not None and nbytes <= buffer_bytes:
             buffered.succeed()
@@ -698,26 +698,35 @@ class Network:
     def _allocate(self) -> None:
         """Progressive filling: raise all unfrozen rates together until a channel fills.
 
-        ``users[c]`` counts the unfrozen flows on channel ``c``, each by its ``weight`` (a flow
-        whose acknowledgements cross ``c`` counts its ``ack_fraction``); a flow freezes when one
-        of its channels is full or it reaches its cap, and leaves its channels' counts. A
-        channel's solo rate applies while one flow crosses it (counted unweighted).
+        ``users[c]`` counts the unfrozen flows on channel ``c`` (a flow whose acknowledgements
+        cross ``c`` counts its ``ack_fraction``; a flow that shares ``c`` with another counts
+        its ``weight``); a flow freezes when one of its channels is full or it reaches its
+        cap, and leaves its channels' counts. A channel's solo rate applies while one flow
+        crosses it, and a flow alone on a channel weighs 1 there.
         """
         left: dict[Channel, float] = {}
         users: dict[Channel, float] = {}
-        flows: dict[Channel, float] = {}  # the same, unweighted
+        flows: dict[Channel, float] = {}  # flows and acknowledgements, unweighted
+        crossing: dict[Channel, int] = {}  # flows only
         load: dict[Channel, float] = {}
         for flow in self._flows:
             flow.rate = 0.0
             for channel in flow.channels:
                 left[channel] = self._bandwidth(channel)
-                users[channel] = users.get(channel, 0) + flow.weight
-                flows[channel] = flows.get(channel, 0) + 1
+                crossing[channel] = crossing.get(channel, 0) + 1
                 load[channel] = load.get(channel, 0.0) + flow.size
             for channel, share in flow.acks:
                 left[channel] = self._bandwidth(channel)
                 users[channel] = users.get(channel, 0) + share
                 flows[channel] = flows.get(channel, 0) + share
+
+        def weight(flow: _Flow, channel: Channel) -> float:
+            return flow.weight if crossing[channel] > 1 else 1.0
+
+        for flow in self._flows:
+            for channel in flow.channels:
+                users[channel] = users.get(channel, 0) + weight(flow, channel)
+                flows[channel] = flows.get(channel, 0) + 1
         for channel, count in flows.items():
             solo = self._solo(channel)
             if solo is not None and count <= 1 + 1e-12:
@@ -739,7 +748,7 @@ class Network:
                            for c in itertools.chain(flow.channels, (a for a, _ in flow.acks)))
                 if full or flow.rate >= flow.cap * (1 - 1e-12):
                     for c in flow.channels:
-                        users[c] -= flow.weight
+                        users[c] -= weight(flow, c)
                     for c, share in flow.acks:
                         users[c] -= share
                 else:

@@ -239,17 +239,18 @@ def test_a_send_posted_before_its_notice_came_is_queued_and_weighs_more():
         yield send.wait()
         return comm.now
 
-    fair = replace(make(2, "fair", alpha, bw), receiver_driven_sends=True)  # weights: fair only
-    heavy = replace(fair, post_overhead_s=1e-5,
+    # one bus that both messages share (a weight counts only where a channel is shared)
+    bus = Cluster.homogeneous("t", DEV, Topology.shared_bus(2, Link(alpha, 1e12, "fair"), bw))
+    heavy = replace(bus, receiver_driven_sends=True, post_overhead_s=1e-5,
                     queued_weight_by_bytes=((1.0, 3.0),))
     # posted right after the receive (10 µs each): the notice leaves as the partner's
-    # receive is posted and comes α later, after this rank began to post its send — queued,
-    # each byte weighing 3
+    # receive is posted and comes α later, after this rank began to post its send — queued:
+    # the two messages share the bus at one rate r, 3r + 3r = B
     plain = run_spmd(heavy, program, early=False)
-    assert plain.makespan_s == pytest.approx(1e-5 + alpha + alpha + 3 * n / bw)
-    # posted a millisecond in: the notice was there, the bytes weigh 1
+    assert plain.makespan_s == pytest.approx(1e-5 + alpha + alpha + 6 * n / bw)
+    # posted a millisecond in: the notice was there, the bytes weigh 1 (r + r = B)
     late = run_spmd(heavy, program, early=True)
-    assert late.makespan_s == pytest.approx(1e-3 + 1e-5 + alpha + n / bw)
+    assert late.makespan_s == pytest.approx(1e-3 + 1e-5 + alpha + 2 * n / bw)
     # the weight is read from the table by message size, log-linearly
     table = ((2.0**20, 1.0), (2.0**24, 1.5))
     assert replace(heavy, queued_weight_by_bytes=table).queued_weight(2**22) == pytest.approx(

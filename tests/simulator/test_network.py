@@ -283,13 +283,13 @@ def test_a_weighted_flow_takes_its_weight_of_every_fair_channel_it_crosses():
         env.run()
         return sorted(ends)
 
-    assert run([2.0], [10**9]) == pytest.approx([2.0])  # alone: half the link's rate
+    assert run([2.0], [10**9]) == pytest.approx([1.0])  # alone on its link it weighs 1
     # with an unweighted flow: max-min gives both one rate r, r + 2r = 1 GB/s; the light one
-    # has moved its GB at 3 s, and the heavy one's second GB then moves alone at 0.5 GB/s
-    assert run([1.0, 2.0], [10**9, 2 * 10**9]) == pytest.approx([3.0, 3.0 + 1 / 0.5])
+    # has moved its GB at 3 s, and the heavy one's second GB then moves alone at 1 GB/s
+    assert run([1.0, 2.0], [10**9, 2 * 10**9]) == pytest.approx([3.0, 3.0 + 1.0])
 
 
-def test_a_lone_weighted_message_still_counts_as_alone_on_a_bus_with_a_solo_rate():
+def test_a_lone_weighted_message_moves_at_the_solo_rate_of_a_bus_unweighted():
     import simpy
 
     from simulator.core.network import Network
@@ -299,4 +299,4 @@ def test_a_lone_weighted_message_still_counts_as_alone_on_a_bus_with_a_solo_rate
     net = Network(env, topo)
     env.process(net.transfer(0, 1, 4 * 10**9, weight=2.0))
     env.run()
-    assert env.now == pytest.approx(2.0)  # the solo 4 GB/s, each byte weighing two
+    assert env.now == pytest.approx(1.0)  # alone: the solo 4 GB/s, its weight never counts
