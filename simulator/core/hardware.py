@@ -12,7 +12,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 from simulator.core.calibration import (
     CalibrationEntry,
@@ -217,14 +219,19 @@ class Cluster:
             name=f"{entry.host}-cpu", flops_per_s=entry.flops_per_s,
             mem_bandwidth_Bps=3 * entry.reduce_Bps, memory_bytes=math.inf,
             reduce_Bps=entry.reduce_Bps, memcpy_Bps=entry.memcpy_Bps)
-        link = Link(entry.latency_s, entry.bandwidth_Bps, contention)
+        lone: dict[str, Any] = {"alpha": entry.latency_s, "ports": ()}  # the ping-pong's
 
         def build(chain: Sequence[float], pair: float | None = None,
                   by_load: Sequence[tuple[float, float]] = (),
                   connection: Sequence[tuple[float, float]] = (),
-                  queued: Sequence[tuple[float, float]] = ()) -> Cluster:
+                  queued: Sequence[tuple[float, float]] = (), alpha: float | None = None,
+                  ports: Sequence[tuple[float, float]] | None = None) -> Cluster:
+            alpha = lone["alpha"] if alpha is None else alpha
+            ports = lone["ports"] if ports is None else ports
+            link = Link(alpha, entry.bandwidth_Bps, contention)
             if entry.bus_bandwidth_Bps > 0:
-                bus = max(entry.bus_bandwidth_Bps, entry.bandwidth_Bps)
+                bus = max(entry.bus_bandwidth_Bps, entry.bandwidth_Bps,
+                          *(rate for _, rate in ports))
                 busy = max(entry.bus_latency_s, entry.latency_s) if entry.bus_latency_s else None
                 shared = exchange_bus_Bps(entry) if exchange_bus else None
                 topo = Topology.shared_bus(world_size, link, shared or bus,
@@ -232,7 +239,8 @@ class Cluster:
                                            solo_bus_Bps=bus if shared else None,
                                            count_simultaneous=receiver_driven,
                                            one_way_pair_latency_s=pair, bus_by_load=by_load,
-                                           connection_by_load=connection)
+                                           connection_by_load=connection,
+                                           port_by_load=ports)
             else:
                 topo = Topology.fully_connected(world_size, link)
             return replace(cls.homogeneous(f"local-{entry.backend}x{world_size}", device, topo),
@@ -242,6 +250,16 @@ class Cluster:
                            else 0.0,
                            queued_weight_by_bytes=tuple(queued) if receiver_driven else ())
 
+        if (exchange_bus and receiver_driven and entry.bus_bandwidth_Bps > 0
+                and len(entry.p2p_sizes) >= 2):  # the collectives' model: its own ping-pong
+            from simulator.core.pingpong import idle_latency, port_rates
+
+            sizes, times = entry.p2p_sizes, entry.p2p_times_s
+            for _ in range(PING_PONG_ROUNDS):
+                lone["alpha"] = idle_latency(lambda a: build((), alpha=a), sizes, times,
+                                             entry.latency_s, entry.bandwidth_Bps)
+                lone["ports"] = port_rates(lambda t: build((), ports=t), sizes, times,
+                                           entry.bandwidth_Bps)
         ahead = receiver_driven and bool(entry.chain_ahead_latency_s)
         chain = chain_latencies(entry, ahead=ahead)
         pair = None
@@ -265,17 +283,16 @@ class Cluster:
             # queued sends are weighed by the plain exchange; the shift's first step has them
             # too: each round solves the bus and the connections with the last round's weights
             for _ in range(QUEUED_ROUNDS if ahead_times else 1):
-                by_load = bus_rates(lambda table, q=queued: build(chain, pair, table, (), q),
+                by_load = bus_rates(partial(build, chain, pair, queued=queued),
                                     entry.exchange_sizes, ahead_times or entry.exchange_times_s,
                                     flows, ahead=bool(ahead_times))
                 if not (ahead_times and by_load):
                     break
                 if entry.swap_ahead_times_s:
                     connection = connection_rates(
-                        lambda table, b=by_load, q=queued: build(chain, pair, b, table, q),
+                        partial(build, chain, pair, by_load, queued=queued),
                         entry.exchange_sizes, entry.swap_ahead_times_s)
-                queued = queued_weights(lambda table, b=by_load, c=connection:
-                                        build(chain, pair, b, c, table),
+                queued = queued_weights(partial(build, chain, pair, by_load, connection),
                                         entry.exchange_sizes, entry.exchange_times_s)
             return build(chain, pair, by_load, connection, queued)
         return build(chain, pair, by_load)
@@ -347,6 +364,10 @@ class Cluster:
                    shaped_topology(ports, busy_latency_s=entry.bus_latency_s or None),
                    buffered_sends=True, send_buffer_bytes=entry.send_buffer_bytes)
 
+
+PING_PONG_ROUNDS = 2
+"""Rounds of solving the collectives' loopback model's idle α and port rates in turn from the
+ping-pong (:mod:`simulator.core.pingpong`): each moves the other's sizes a little."""
 
 QUEUED_ROUNDS = 3
 """Rounds of solving the collectives' loopback bus, connections and queued sends' weights in

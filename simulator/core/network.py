@@ -352,7 +352,8 @@ class Topology:
                    count_simultaneous: bool = False,
                    one_way_pair_latency_s: float | None = None,
                    bus_by_load: Sequence[tuple[float, float]] = (),
-                   connection_by_load: Sequence[tuple[float, float]] = ()) -> Topology:
+                   connection_by_load: Sequence[tuple[float, float]] = (),
+                   port_by_load: Sequence[tuple[float, float]] = ()) -> Topology:
         """Ranks on one machine: each has a port, and *every* message crosses one shared bus.
 
         Ranks that are processes on one host talk over loopback: each message is copied by
@@ -379,8 +380,13 @@ class Topology:
         from (chapter 2, "Who writes the bytes"): a swap's two messages move slower than two
         messages one way each over different connections, as a ring's do (empty: no
         connections).
+
+        ``port_by_load``: each port's rate by the bytes it carries at once (empty: ``port``'s
+        bandwidth) — a lone message's rate by its size, solved from the ping-pong
+        (:func:`simulator.core.pingpong.port_rates`).
         """
-        port_link = replace(port, latency_s=0.0)
+        port_link = replace(port, latency_s=0.0,
+                            bandwidth_by_load=tuple((float(a), float(b)) for a, b in port_by_load))
         bus = replace(port, bandwidth_Bps=bus_Bps, busy_latency_s=busy_latency_s,
                       busy_latency_by_flows=tuple(busy_latency_by_flows),
                       solo_bandwidth_Bps=solo_bus_Bps, count_simultaneous=count_simultaneous,
