@@ -30,7 +30,6 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from simulator.core.comm import SimComm, SimGen
     from simulator.core.hardware import Cluster
 
 CALLS = 4
@@ -43,19 +42,11 @@ is latency-bound: it fixes α and no rate (:func:`idle_latency`); the others fix
 (:func:`port_rates`)."""
 
 
-def ping_pong(comm: SimComm, nbytes: int) -> SimGen:
-    """The calibration's ping-pong, simulated: rank 0 sends to rank 1 and receives back,
-    blocking; every other rank stays out."""
-    if comm.rank == 0:
-        yield from comm.send(1, nbytes)
-        yield from comm.recv(1, nbytes)
-    elif comm.rank == 1:
-        yield from comm.recv(0, nbytes)
-        yield from comm.send(0, nbytes)
-
-
 def one_way_s(cluster: Cluster, nbytes: int, calls: int = CALLS) -> float:
-    """Simulated one-way time of the ping-pong (half a round trip, ``calls`` back to back), s."""
+    """Simulated one-way time of the calibration's ping-pong
+    (:func:`simulator.collectives.point_to_point.ping_pong`: blocking, half a round trip,
+    ``calls`` back to back), s."""
+    from simulator.collectives.point_to_point import ping_pong
     from simulator.core.comm import run_spmd
 
     return run_spmd(cluster, ping_pong, nbytes, trace=False, calls=calls).makespan_s / (2 * calls)
