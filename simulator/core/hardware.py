@@ -115,7 +115,7 @@ class Cluster:
     writes it when the notice comes (``pair.cc``: ``localPendingSend_``), in bursts as the
     socket drains, instead of the calling thread at once; on the lab's two cores such bytes
     cost more CPU, and the plain exchange, whose sends are all queued, moved 1 MiB and more
-    about a fifth slower than the shift posted ahead (chapter 2, "Who writes the bytes").
+    about a fifth slower than the shift posted ahead (chapter 2, "A queued send weighs more").
     """
 
     name: str
@@ -210,7 +210,11 @@ class Cluster:
         every send of the plain exchange is — by what makes the simulated plain exchange take
         its measured time (:func:`simulator.core.bus.queued_weights`,
         :attr:`queued_weight_by_bytes`); bus, connections and weights are solved in turn
-        :data:`QUEUED_ROUNDS` times, since the shift's first step is queued too.
+        :data:`QUEUED_ROUNDS` times, since the shift's first step is queued too. Before all
+        that, this model's lone message — the latency of a message on an idle bus and each
+        port's rate by load — is solved from the calibration's ping-pong so that the simulated
+        ping-pong takes its measured time (:mod:`simulator.core.pingpong`): the fitted α
+        already holds the posting and the notice that the model charges besides.
         """
         if entry.network != "loopback":
             return cls.shaped_from(entry, world_size, contention=contention)
