@@ -42,6 +42,7 @@ makes it take the measured time — recursive doubling's steps are such swaps, a
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING
 
 from simulator.core.calibration import SHIFT_AHEAD_STEPS
@@ -142,6 +143,19 @@ SEARCH_STEPS = 14
 (the rate found is within 0.05 % of the one that fits)."""
 
 
+def _bisect(lo: float, hi: float, steps: int, up: Callable[[float], bool]
+            ) -> tuple[float, float]:
+    """Geometric bisection of ``[lo, hi]``: ``steps`` times, keep the upper half where
+    ``up(mid)`` (the value sought is above ``mid``), else the lower; the last bracket."""
+    for _ in range(steps):
+        mid = (lo * hi) ** 0.5
+        if up(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo, hi
+
+
 def connection_rates(build: Callable[[Sequence[tuple[float, float]]], Cluster],
                      sizes: Sequence[int], times_s: Sequence[float]
                      ) -> tuple[tuple[float, float], ...]:
@@ -167,15 +181,15 @@ def connection_rates(build: Callable[[Sequence[tuple[float, float]]], Cluster],
     if not slower:
         return ()
     table = {load: UNLIMITED_Bps for load, *_ in points}
+
+    def too_slow(load: int, n: int, target: float, rate: float) -> bool:
+        table[load] = rate
+        return exchange_s(build(sorted(table.items())), n, ahead=True, swap=True) > target
+
     for load, n, target in slower:
-        lo, hi = load / target, 1e3 * load / target  # too slow for the target, then fast
-        for _ in range(SEARCH_STEPS):
-            mid = (lo * hi) ** 0.5
-            table[load] = mid
-            if exchange_s(build(sorted(table.items())), n, ahead=True, swap=True) > target:
-                lo = mid
-            else:
-                hi = mid
+        # between a rate too slow for the target and a thousand times it
+        _, hi = _bisect(load / target, 1e3 * load / target, SEARCH_STEPS,
+                        partial(too_slow, load, n, target))
         # a swap that its bytes at that rate would fill less than MIN_BYTES_SHARE of waited
         # longer than simulated, it did not move slower: no rate is solved from a wait
         table[load] = hi if load / hi >= MIN_BYTES_SHARE * target else UNLIMITED_Bps
@@ -207,18 +221,16 @@ def queued_weights(build: Callable[[Sequence[tuple[float, float]]], Cluster],
     free = build(())
     points = [(n, t) for n, t in sorted(zip(sizes, times_s, strict=True)) if n > 0 and t > 0]
     table = {float(n): 1.0 for n, _ in points}
+
+    def too_fast(n: int, target: float, weight: float) -> bool:
+        table[float(n)] = weight
+        return exchange_s(build(sorted(table.items())), n) <= target
+
     for n, target in points:
         simulated = exchange_s(free, n)
         if simulated >= target:
             continue
-        lo, hi = 1.0, MAX_QUEUED_WEIGHT
-        for _ in range(WEIGHT_SEARCH_STEPS):
-            mid = (lo * hi) ** 0.5
-            table[float(n)] = mid
-            if exchange_s(build(sorted(table.items())), n) > target:
-                hi = mid
-            else:
-                lo = mid
+        lo, _ = _bisect(1.0, MAX_QUEUED_WEIGHT, WEIGHT_SEARCH_STEPS, partial(too_fast, n, target))
         # the bytes' time at weight w is about w/(w − 1) of what the weight added: a size
         # whose bytes would fill less than MIN_BYTES_SHARE of it waited, it did not move slower
         added = target - simulated

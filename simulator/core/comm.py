@@ -163,15 +163,16 @@ class SimComm:
             raise ValueError(f"rank {self.rank}: peer {peer} is not in a group of "
                              f"{self.world_size}")
 
-    def _post(self, tag: int) -> float:
+    def _post(self, tag: int) -> tuple[float, float]:
         """Charge this rank one post's CPU time (the cluster's ``post_overhead_s``, LogP's
-        *o*) after whatever it is still posting or doing; the time the post is done, s."""
+        *o*) after whatever it is still posting or doing; the times the post begins and is
+        done, s."""
         overhead = self._world.cluster.post_overhead_s
         if not overhead or tag == _BARRIER_TAG:
-            return self.now
-        done = max(self.now, self._world.posted_until[self.global_rank]) + overhead
-        self._world.posted_until[self.global_rank] = done
-        return done
+            return self.now, self.now
+        began = max(self.now, self._world.posted_until[self.global_rank])
+        done = self._world.posted_until[self.global_rank] = began + overhead
+        return began, done
 
     def _until(self, when: float) -> SimGen:
         if when > self.now:
@@ -192,7 +193,7 @@ class SimComm:
         returned = (self.env.event() if buffered and cluster.send_buffer_bytes is not None
                     else None)
         delivery = self.env.process(self._deliver(dst, nbytes, (*key, seq), tag, returned,
-                                                  self._post(tag)))
+                                                  *self._post(tag)))
         if returned is not None:
             return SimWork(returned)
         if buffered:
@@ -200,19 +201,15 @@ class SimComm:
         return SimWork(delivery)
 
     def _deliver(self, dst: int, nbytes: int, key: tuple[Any, ...], tag: int,
-                 returned: simpy.Event | None = None, posted: float = 0.0) -> SimGen:
+                 returned: simpy.Event | None = None, began: float = 0.0,
+                 posted: float = 0.0) -> SimGen:
         cluster = self._world.cluster
         queued = False
+        yield from self._until(posted)
         if cluster.receiver_driven_sends and tag != _BARRIER_TAG:
-            # queued: the notice had not come when this rank began to post the send
-            yield from self._until(posted - cluster.post_overhead_s)
-            notice = self._world.ready_notice(key)
-            queued = not notice.triggered
-            yield from self._until(posted)
-            yield notice
+            came = yield self._world.ready_notice(key)
             del self._world.ready[key]
-        else:
-            yield from self._until(posted)
+            queued = came >= began  # the notice was not there before the rank began the post
         start = self.now
         yield from self._world.network.transfer(
             self.global_rank, self.ranks[dst], nbytes, returned,
@@ -228,7 +225,7 @@ class SimComm:
         key = self._key(src, self.rank, tag)
         seq = self._world.received.get(key, 0)
         self._world.received[key] = seq + 1
-        posted = self._post(tag)
+        _, posted = self._post(tag)
         if self._world.cluster.receiver_driven_sends and tag != _BARRIER_TAG:
             self.env.process(self._notify_ready(src, (*key, seq), posted))
         return SimWork(self.env.process(self._await(src, nbytes, (*key, seq), tag, posted)))
@@ -244,7 +241,7 @@ class SimComm:
                                                                   self.ranks[src])
         if latency > 0:
             yield self.env.timeout(latency)
-        self._world.ready_notice(key).succeed()
+        self._world.ready_notice(key).succeed(self.now)  # its value: when it came
 
     def _await(self, src: int, nbytes: int | None, key: tuple[Any, ...], tag: int,
                posted: float = 0.0) -> SimGen:
