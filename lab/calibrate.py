@@ -99,6 +99,8 @@ from simulator.core.calibration import (  # re-exported: the lab's fit, chapter 
 
 DEFAULT_SIZES = tuple(2**k for k in range(10, 27))  # 1 KiB … 64 MiB, ×2
 QUICK_SIZES = tuple(2**k for k in range(10, 27, 2))  # 1 KiB … 64 MiB, ×4
+QUICK_REPEATS = 15
+"""Repeats of a quick calibration (``--quick``: :data:`QUICK_SIZES`), against 40 otherwise."""
 
 
 EXCHANGE_MIN_BYTES = 2**16

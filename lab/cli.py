@@ -6,7 +6,7 @@
     distml-lab simulate MODEL [options] [--json]    (MODEL: zero …, see lab/simulate_models.py)
     distml-lab plan --model gpt3-175b --gpus 1024 --cluster a100 [--json]   (ch. 12)
     distml-lab run TWIN [--world 2] [--sizes …] [--repeats R] [--json]
-    distml-lab compare TWIN [--world 2,4] [--sizes …] [--repeats R] [--out DIR] [--json]
+    distml-lab compare TWIN [--world 2,4] [--sizes …] [--repeats R] [--quick] [--out DIR] [--json]
     distml-lab report [--out report] [--quick]
 
 ``calibrate``, ``run`` and ``compare`` take ``--network shaped --bandwidth 1gbit`` (or one rate
@@ -48,7 +48,8 @@ def _common(p: argparse.ArgumentParser, sweep: bool = True, repeats: bool = Fals
         p.add_argument("--world", help="world sizes, e.g. 2,4 (default: the twin's sweep)")
         p.add_argument("--sizes", help="message sizes: 64KiB:64MiB (×2 steps), 64KiB:64MiB:x4, "
                        "or 1KiB,1MiB (default: the twin's sweep)")
-        p.add_argument("--quick", action="store_true", help="the twin's short sweep")
+        p.add_argument("--quick", action="store_true", help="the twin's short sweep (and, for "
+                       "compare, a quick calibration where one is needed)")
     if repeats:
         p.add_argument("--repeats", type=int, default=20, help="timed repeats per point")
         p.add_argument("--backend", default="gloo", choices=["gloo", "nccl"])
@@ -186,7 +187,7 @@ def cmd_list(args: argparse.Namespace) -> None:
 
 def cmd_calibrate(args: argparse.Namespace) -> None:
     """``distml-lab calibrate``."""
-    from lab.calibrate import QUICK_SIZES, calibrate
+    from lab.calibrate import QUICK_REPEATS, QUICK_SIZES, calibrate
 
     worlds = parse_worlds(args.world)
     if any(w < 2 for w in worlds):
@@ -196,7 +197,7 @@ def cmd_calibrate(args: argparse.Namespace) -> None:
     for world in worlds:
         print(f"calibrating {args.backend} with {world} ranks on {network} ...",
               file=sys.stderr)
-        kw: dict[str, Any] = {"sizes": QUICK_SIZES, "repeats": 15} if args.quick else {}
+        kw: dict[str, Any] = {"sizes": QUICK_SIZES, "repeats": QUICK_REPEATS} if args.quick else {}
         entry = calibrate(world, args.backend, path=args.calibration, network=network,
                           bandwidth=bandwidth, **kw)
         entries.append(entry)
@@ -262,7 +263,7 @@ def cmd_compare(args: argparse.Namespace) -> None:
 
     twin, worlds, sizes = _sweep(args)
     network, bandwidth = _network(args, worlds)
-    ensure_calibrated(worlds, args.backend, args.calibration,
+    ensure_calibrated(worlds, args.backend, args.calibration, quick=args.quick,
                       log=lambda m: print(m, file=sys.stderr), network=network,
                       bandwidth=bandwidth)
     records = compare(twin, worlds, sizes, args.repeats, args.calibration, args.backend,

@@ -44,3 +44,11 @@ def sched_policies():
     threads = {int(t) for t in os.listdir("/proc/self/task")}
     return (names.get(os.sched_getscheduler(0), "other"),
             sorted({names.get(os.sched_getscheduler(t), "other") for t in threads}))
+
+
+def environment_seen(names):
+    """The values this rank sees of the environment variables ``names``, and torch's
+    intra-op thread count."""
+    import torch
+
+    return [os.environ.get(name) for name in names], torch.get_num_threads()

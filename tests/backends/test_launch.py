@@ -10,11 +10,17 @@ import pytest
 from backends.launch import RANK_SCHED_ENV, RankError, spawn
 from tests.backends import rank_fns
 
+HELPERS = ("resource_tracker", "forkserver")
+"""multiprocessing's helpers, which live as long as the parent by design: the resource
+tracker, and the fork server the ranks are forked from (:func:`backends.launch.rank_context`)."""
+
 
 def children_of(pid: int) -> list[int]:
-    """Live child processes of ``pid`` (from /proc), leaving out multiprocessing's one
-    resource-tracker helper, which lives as long as the parent by design."""
-    kids = []
+    """Live processes descended from ``pid`` (from /proc) other than multiprocessing's
+    helpers (its direct children running one) — the ranks the fork server forked included:
+    they are its children, not the launcher's, and share its command line."""
+    parent: dict[int, int] = {}
+    cmdlines: dict[int, str] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
@@ -24,8 +30,14 @@ def children_of(pid: int) -> list[int]:
                     cmdline = fh.read()
             except OSError:
                 continue
-            if int(fields[1]) == pid and fields[0] != "Z" and "resource_tracker" not in cmdline:
-                kids.append(int(entry))
+            if fields[0] != "Z":
+                parent[int(entry)], cmdlines[int(entry)] = int(fields[1]), cmdline
+    kids, frontier = [], [pid]
+    while frontier:
+        below = [p for p, pp in parent.items() if pp in frontier]
+        kids += [p for p in below if parent[p] != pid
+                 or not any(helper in cmdlines[p] for helper in HELPERS)]
+        frontier = below
     return kids
 
 
@@ -92,6 +104,23 @@ def test_ranks_run_under_sched_batch_by_default_and_normal_on_request(monkeypatc
     assert spawn(rank_fns.sched_policies, 2) == [("batch", ["batch"])] * 2
     asked = spawn(rank_fns.sched_policies, 2, env={RANK_SCHED_ENV: "normal"})
     assert asked == [("normal", ["normal"])] * 2
+
+
+def test_ranks_see_the_launchers_environment_and_their_own_settings(monkeypatch):
+    # the ranks are forked from a server started once; they must still see the environment
+    # as it is at *this* launch, with the launch's own settings on top
+    monkeypatch.setenv("DISTML_TEST_MARK", "first")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    seen = spawn(rank_fns.environment_seen, 2, ["DISTML_TEST_MARK", "DISTML_TEST_EXTRA"])
+    assert seen == [(["first", None], 1)] * 2
+    monkeypatch.setenv("DISTML_TEST_MARK", "second")
+    seen = spawn(rank_fns.environment_seen, 2, ["DISTML_TEST_MARK", "DISTML_TEST_EXTRA",
+                                                "OMP_NUM_THREADS"],
+                 env={"DISTML_TEST_EXTRA": "extra", "OMP_NUM_THREADS": "2"})
+    assert seen == [(["second", "extra", "2"], 2)] * 2
+    monkeypatch.delenv("DISTML_TEST_MARK")
+    seen = spawn(rank_fns.environment_seen, 3, ["DISTML_TEST_MARK", "DISTML_TEST_EXTRA"])
+    assert seen == [([None, None], 1)] * 3
 
 
 def test_an_unknown_scheduling_policy_is_refused_before_any_rank_starts(monkeypatch):
