@@ -150,17 +150,20 @@ def profile(widths: Sequence[int], batch: int, copies: int = 1, repeats: int = 1
 
 
 def measure_primitives(widths: Sequence[int], batch: int, world: int, cores: int,
-                       interference: bool = True, repeats: int = 10) -> Primitives:
+                       interference: bool = True, repeats: int = 10, rounds: int = 100,
+                       idle_s: float = 0.6) -> Primitives:
     """Every primitive :func:`predict` needs at ``world`` ranks on a host of ``cores``
-    (``repeats``: of the profile; fewer for a quick look)."""
+    (``repeats``: of the profile; ``rounds``: hops per repeat of
+    :func:`small_message_latency_s`; ``idle_s``: how long :func:`waits_and_cycles` runs the
+    idle engine — fewer and shorter for a quick look)."""
     from lab.ddp import interference as measure_interference
 
     copies = max(1, min(world, cores))
     workload, optimizer_s = profile(widths, batch, copies, repeats)
-    idle, busy = small_message_latency_s(world, repeats=max(3, repeats // 2))
+    idle, busy = small_message_latency_s(world, rounds, repeats=max(3, repeats // 2))
     return Primitives(workload, optimizer_s, copies, idle, busy,
                       measure_interference(world) if interference and world > 1 else None,
-                      *waits_and_cycles(world, repeats=max(3, repeats)))
+                      *waits_and_cycles(world, repeats=max(3, repeats), seconds=idle_s))
 
 
 def settings(fusion_threshold_mb: float, cycle_time_ms: float, world: int) -> HorovodSettings:
