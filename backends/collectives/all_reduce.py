@@ -60,6 +60,7 @@ from backends.collectives.comm import (
     check_op,
     finish,
     scratch,
+    scratch_rows,
     segments_of,
 )
 from backends.collectives.reduce import binomial_reduce
@@ -194,7 +195,7 @@ def recursive_doubling_all_reduce(tensor: torch.Tensor, op: ReduceOp = SUM,
         partners = [fold.old_rank(me ^ (1 << k)) for k in range(fold.size.bit_length() - 1)]
         n = tensor.numel()
         count = min(2, len(partners))
-        slots = scratch(tensor, count * n).view(count, n)
+        slots = scratch_rows(tensor, count, n)
         ahead = comm.irecv(partners[0], slots[0]) if partners else None
         for step, partner in enumerate(partners):
             current = ahead

@@ -229,11 +229,42 @@ def scratch(like: torch.Tensor, numel: int) -> torch.Tensor:
     gloo's preallocated buffers, this one is allocated once, grows when needed, and is reused.
     One user at a time: take it for a single receive-then-reduce buffer only.
     """
+    return _scratch_base(like, numel)[:numel]
+
+
+def _scratch_base(like: torch.Tensor, numel: int) -> torch.Tensor:
+    """The whole kept buffer of :func:`scratch`, grown to ``numel`` elements if needed."""
     key = (like.device, like.dtype)
     buf = _SCRATCH.get(key)
     if buf is None or buf.numel() < numel:
         buf = _SCRATCH[key] = like.new_empty(numel)
-    return buf[:numel]
+        _ROWS.clear()  # rows of the old buffer must not keep it alive
+    return buf
+
+
+_ROWS: dict[tuple[torch.device, torch.dtype, int, int], list[torch.Tensor]] = {}
+MAX_KEPT_ROWS = 64
+"""Row sets :func:`scratch_rows` keeps (one per dtype, row count and length) before it
+starts afresh."""
+
+
+def scratch_rows(like: torch.Tensor, count: int, n: int) -> list[torch.Tensor]:
+    """``count`` receive rows of ``n`` elements each, side by side in :func:`scratch`'s
+    buffer — the very same tensor objects from call to call while the buffer stays.
+
+    A view is a new tensor each time it is cut, a microsecond or two on an idle core but
+    several times that inside a rank whose cores gloo's threads and other ranks share: a
+    two-rank exchange of 64 KiB ran 26–50 µs a call slower receiving into a row cut afresh
+    than into a kept one, timed side by side in one launch (chapter 2, "The algorithm's own
+    Python"). Same one-user-at-a-time rule as :func:`scratch`."""
+    base = _scratch_base(like, count * n)
+    key = (like.device, like.dtype, count, n)
+    rows = _ROWS.get(key)
+    if rows is None:
+        if len(_ROWS) >= MAX_KEPT_ROWS:
+            _ROWS.clear()
+        rows = _ROWS[key] = [base[i * n:(i + 1) * n] for i in range(count)]
+    return rows
 
 
 def segments_of(tensor: torch.Tensor, count: int) -> list[torch.Tensor]:
