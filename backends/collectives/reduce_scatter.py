@@ -39,6 +39,7 @@ from backends.collectives.comm import (
     chunk_run,
     finish,
     scratch,
+    scratch_rows,
 )
 from backends.trace import Tracer
 from simulator.collectives.chunks import chunk_bounds
@@ -50,19 +51,20 @@ def ring_reduce_scatter_chunks(comm: Comm, buf: torch.Tensor, bounds: list[tuple
     """Ring reduce-scatter inside ``buf``: afterwards chunk ``rank`` is reduced over all ranks.
 
     Step ``s`` sends chunk ``r − s − 1`` right and receives chunk ``r − s − 2`` from the left
-    into one of two slots of a scratch buffer (reused from call to call), then reduces it in
-    place. The receive of step ``s + 1`` is posted into the other slot before step ``s`` is
-    waited for, so that the left neighbour's send finds it ready, as in gloo's own ring.
+    into one of two rows of a scratch buffer (the same rows from call to call,
+    :func:`~backends.collectives.comm.scratch_rows`), then reduces it in place. The receive
+    of step ``s + 1`` is posted into the other row before step ``s`` is waited for, so that
+    the left neighbour's send finds it ready, as in gloo's own ring.
     """
     p, r = comm.world_size, comm.rank
     right, left = (r + 1) % p, (r - 1) % p
     size, slots = max(hi - lo for lo, hi in bounds), min(2, p - 1)
-    slot = scratch(buf, slots * size)
-    rows = [slot[i * size:(i + 1) * size] for i in range(slots)]
+    rows = scratch_rows(buf, slots, size)  # the same row tensors call after call
 
     def receive(step: int) -> tuple[Pending, torch.Tensor]:  # chunk r - step - 2, row step % 2
         lo, hi = bounds[(r - step - 2) % p]
-        into = rows[step % 2][:hi - lo]
+        row = rows[step % 2]
+        into = row if hi - lo == size else row[:hi - lo]  # cut only a shorter chunk's
         return comm.irecv(left, into), into
 
     sends, ahead = [], None
