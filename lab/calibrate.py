@@ -99,8 +99,17 @@ from simulator.core.calibration import (  # re-exported: the lab's fit, chapter 
 
 DEFAULT_SIZES = tuple(2**k for k in range(10, 27))  # 1 KiB … 64 MiB, ×2
 QUICK_SIZES = tuple(2**k for k in range(10, 27, 2))  # 1 KiB … 64 MiB, ×4
+DEFAULT_REPEATS = 40
 QUICK_REPEATS = 15
-"""Repeats of a quick calibration (``--quick``: :data:`QUICK_SIZES`), against 40 otherwise."""
+
+
+def calibration_sweep(quick: bool = False) -> dict[str, Any]:
+    """:func:`calibrate`'s sizes and repeats: the full sweep, or the quick one (``--quick``:
+    every other size, fewer repeats) — one place for the CLI and for calibrating on first
+    use to take them from."""
+    if quick:
+        return {"sizes": QUICK_SIZES, "repeats": QUICK_REPEATS}
+    return {"sizes": DEFAULT_SIZES, "repeats": DEFAULT_REPEATS}
 
 
 EXCHANGE_MIN_BYTES = 2**16
@@ -425,7 +434,7 @@ def shaped_sizes(rates_bps: Sequence[int], sizes: Sequence[int] = DEFAULT_SIZES)
 
 
 def calibrate(world_size: int = 2, backend: str = "gloo", sizes: Sequence[int] = DEFAULT_SIZES,
-              repeats: int = 40, path: str | Path | None = None,
+              repeats: int = DEFAULT_REPEATS, path: str | Path | None = None,
               timeout: float = 60.0, network: str = "loopback",
               bandwidth: str | Sequence[str | int] | None = None) -> CalibrationEntry:
     """Measure the primitives with ``world_size`` ranks, save and return the entry.

@@ -187,7 +187,7 @@ def cmd_list(args: argparse.Namespace) -> None:
 
 def cmd_calibrate(args: argparse.Namespace) -> None:
     """``distml-lab calibrate``."""
-    from lab.calibrate import QUICK_REPEATS, QUICK_SIZES, calibrate
+    from lab.calibrate import calibrate, calibration_sweep
 
     worlds = parse_worlds(args.world)
     if any(w < 2 for w in worlds):
@@ -197,9 +197,8 @@ def cmd_calibrate(args: argparse.Namespace) -> None:
     for world in worlds:
         print(f"calibrating {args.backend} with {world} ranks on {network} ...",
               file=sys.stderr)
-        kw: dict[str, Any] = {"sizes": QUICK_SIZES, "repeats": QUICK_REPEATS} if args.quick else {}
         entry = calibrate(world, args.backend, path=args.calibration, network=network,
-                          bandwidth=bandwidth, **kw)
+                          bandwidth=bandwidth, **calibration_sweep(args.quick))
         entries.append(entry)
     if args.json:
         from dataclasses import asdict

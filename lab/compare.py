@@ -349,7 +349,7 @@ def ensure_calibrated(worlds: Sequence[int], backend: str = "gloo",
     connections, or was measured under another scheduling policy than the ranks will run
     under (:func:`backends.launch.apply_rank_sched`)."""
     from backends.launch import rank_sched_policy
-    from lab.calibrate import DEFAULT_SIZES, QUICK_REPEATS, QUICK_SIZES, calibrate
+    from lab.calibrate import calibrate, calibration_sweep
     from simulator.core.shaped import network_key
 
     key = network_key(network, bandwidth)
@@ -371,9 +371,8 @@ def ensure_calibrated(worlds: Sequence[int], backend: str = "gloo",
         if stale:
             if log:
                 log(f"calibrating world {max(world, 2)} first (one-off) ...")
-            calibrate(max(world, 2), backend, QUICK_SIZES if quick else DEFAULT_SIZES,
-                      **({"repeats": QUICK_REPEATS} if quick else {}),
-                      path=calibration, network=network, bandwidth=bandwidth)
+            calibrate(max(world, 2), backend, path=calibration, network=network,
+                      bandwidth=bandwidth, **calibration_sweep(quick))
 
 
 def compare(twin: Twin, worlds: Sequence[int], sizes: Sequence[int], repeats: int = 10,
