@@ -48,10 +48,19 @@ Only primitives are measured (DESIGN.md, "The lab"):
 * **reduction** (γ) — ``a.add_(b)`` on float32 buffers, in every rank at once;
 * **copy** — ``dst.copy_(src)``, in every rank at once;
 * **compute** — a float32 matmul, in every rank at once (FLOP/s per rank);
-* **send buffer** (shaped network only) — rank 0 times how long a blocking send of a large
-  message (:func:`send_buffer_probe_bytes`) to rank 1 takes to *return*: TCP lets it return
-  once the unsent rest fits in the socket's send buffer, so S = n − B·t_return is the payload
-  that buffer holds (:func:`send_buffer_bytes`, ``Cluster.send_buffer_bytes``).
+* **stream one way** (loopback) — rank 0 sends each exchange size to rank 1 back to back,
+  one way (OSU's bandwidth test beside the ping-pong's latency test;
+  :func:`backends.collectives.point_to_point.stream`), timed in the same rounds as the
+  ping-pong: each send is posted before rank 1 has posted its next receive, so gloo queues
+  it, and the collectives' model weighs a queued message alone on the bus by it
+  (``stream_times_s``, :func:`simulator.core.pingpong.stream_weights`);
+* **send return** — TCP lets a blocking send return once the socket buffers hold what is
+  still unread. On loopback rank 0 times, inside the ping-pong, how long each of its sends
+  takes to return, by size (``send_return_times_s``): a 64 KiB send returned at 85 % of the
+  one-way time on the lab's host, a 1–4 MiB one at 55–60 %. On a shaped network rank 0
+  times a blocking send of a large message (:func:`send_buffer_probe_bytes`) to rank 1
+  until it returns: S = n − B·t_return is the payload the send buffer holds
+  (:func:`send_buffer_bytes`, ``Cluster.send_buffer_bytes``).
 
 The exchanges, the chains and the posting are posted on the process group itself
 (:func:`backends.collectives.comm.post_send`/``post_recv``), the way the collectives post
@@ -320,16 +329,22 @@ def measure_primitives(sizes: Sequence[int], repeats: int, shift: bool = False,
     import torch
     import torch.distributed as dist
 
-    from backends.collectives.point_to_point import ping_pong
+    from backends.collectives.point_to_point import ping_pong, stream
     from backends.launch import current_rank_sched
     from backends.measure import measure, measure_many
 
     world = dist.get_world_size()
     bufs = [torch.zeros(nbytes, dtype=torch.uint8) for nbytes in sizes]
-    timings = measure_many([functools.partial(ping_pong, buf) for buf in bufs], repeats=repeats,
-                           repeat_s=SUSTAINED_REPEAT_S)
-    p2p = [t.median_s / 2 for t in timings]
     big = [b for b in bufs if b.numel() >= EXCHANGE_MIN_BYTES]
+    # the ping-pong (rank 0 timing its sends' returns), and on loopback the stream one way
+    # of the exchanges' sizes beside it
+    sent: list[list[float]] = [[] for _ in bufs]
+    streams = [] if shift else [functools.partial(stream, b) for b in big]
+    timings = measure_many([functools.partial(ping_pong, buf, returns=r)
+                            for buf, r in zip(bufs, sent, strict=True)] + streams,
+                           repeats=repeats, repeat_s=SUSTAINED_REPEAT_S)
+    timings, stream_t = timings[:len(bufs)], timings[len(bufs):]
+    p2p = [t.median_s / 2 for t in timings]
     spare = [torch.empty_like(b) for b in big]
     pairs = zip(big, spare, strict=True)
     swaps = [functools.partial(_shift if shift else pair_exchange, b, s) for b, s in pairs]
@@ -386,6 +401,8 @@ def measure_primitives(sizes: Sequence[int], repeats: int, shift: bool = False,
             "shift_ahead_times_s": [t.median_s / SHIFT_AHEAD_STEPS
                                     for t in shift_ahead_t],
             "swap_ahead_times_s": [t.median_s / SHIFT_AHEAD_STEPS for t in swap_ahead_t],
+            "stream_times_s": [t.median_s for t in stream_t],
+            "send_return_times_s": [float(np.median(r)) if r else 0.0 for r in sent],
             "chain_latency_s": [t.median_s for t in chain],
             "chain_ahead_latency_s": [t.median_s / CHAIN_STEPS for t in ahead],
             "reduce_Bps": 4 * elems / reduce_s,
@@ -492,6 +509,8 @@ def calibrate(world_size: int = 2, backend: str = "gloo", sizes: Sequence[int] =
                                else []),
         send_buffer_bytes=(send_buffer_bytes(probe, float(result["send_return_s"]),
                                              fit.bandwidth_Bps) if shaped else None),
+        send_return_times_s=[] if shaped else list(result["send_return_times_s"]),
+        stream_times_s=list(result["stream_times_s"]),
         ready_notice_s=float(result["ready_notice_s"]),
         post_overhead_s=float(result["post_overhead_s"]),
         rank_sched=str(result["rank_sched"]))  # as the ranks really ran

@@ -178,7 +178,7 @@ def measure_sustained(points: Sequence[tuple[str, int]], repeats: int,
                       repeat_s: float = SUSTAINED_REPEAT_S, chain: bool = False,
                       ahead: bool = False, exchange_sizes: Sequence[int] = (),
                       shifts_ahead: bool = False,
-                      swaps_ahead: bool = False) -> list[dict[str, Any]]:
+                      swaps_ahead: bool = False, streams: bool = False) -> list[dict[str, Any]]:
     """Rank function: each ``(twin name, nbytes)`` point timed as nccl-tests times it.
 
     A repeat runs the operation back to back for about ``repeat_s`` seconds (at least once;
@@ -211,13 +211,17 @@ def measure_sustained(points: Sequence[tuple[str, int]], repeats: int,
     (:func:`lab.calibrate.shift_ahead`, a few steps per call), after them
     (``{"shift_ahead_bytes": n, "median_s": …}``, one step); ``swaps_ahead``: and so is the
     swap between partners posted ahead (:func:`lab.calibrate.swap_ahead`,
-    ``{"swap_ahead_bytes": n, …}``).
+    ``{"swap_ahead_bytes": n, …}``). ``streams``: and so are the lone message's primitives,
+    the ping-pong and the stream one way of the same sizes
+    (``{"p2p_bytes": n, "send_return_s": …, …}``, one way and rank 0's send returns;
+    ``{"stream_bytes": n, …}``, one message).
     """
     import functools
 
     import torch
     import torch.distributed as dist
 
+    from backends.collectives.point_to_point import ping_pong, stream
     from backends.measure import measure, measure_many
     from lab.calibrate import (
         CHAIN_BYTES,
@@ -247,6 +251,11 @@ def measure_sustained(points: Sequence[tuple[str, int]], repeats: int,
     swaps += [(key, n, functools.partial(kind, torch.zeros(n, dtype=torch.uint8),
                                          torch.empty(2, n, dtype=torch.uint8)),
                SHIFT_AHEAD_STEPS) for key, kind in kinds for n in exchange_sizes]
+    returns: dict[int, list[float]] = {n: [] for n in exchange_sizes} if streams else {}
+    swaps += [("p2p_bytes", n, functools.partial(ping_pong, torch.zeros(n, dtype=torch.uint8),
+                                                 returns=returns[n]), 2) for n in returns]
+    swaps += [("stream_bytes", n, functools.partial(stream, torch.zeros(n, dtype=torch.uint8)),
+               1) for n in returns]
     steps: list[Callable[[], None]] = []
     where: list[int] = []  # what each step is: a point's index, -k for the chain among k,
     # or len(points) + j for the j-th exchange
@@ -286,7 +295,9 @@ def measure_sustained(points: Sequence[tuple[str, int]], repeats: int,
     for k in chains:
         rows.append({"chain_k": k, **_pooled_stats(pooled[k])})
     for (key, n, _, _), samples in zip(swaps, exchanged, strict=True):
-        rows.append({key: n, **_pooled_stats(samples)})
+        rows.append({key: n, **_pooled_stats(samples)}
+                    | ({"send_return_s": statistics.median(returns[n])}
+                       if key == "p2p_bytes" and returns[n] else {}))
     return rows
 
 
@@ -344,10 +355,12 @@ def ensure_calibrated(worlds: Sequence[int], backend: str = "gloo",
     """Calibrate each world size that has no entry yet (one-off, some seconds each), on the
     network the comparison will run on — or whose loopback entry predates a primitive the
     prediction uses (the receive-ready notice, the posting overhead, the chain, the shift
-    and — three ranks or more — the swap posted a step ahead, :mod:`lab.calibrate`), which
-    would otherwise fall back to α, to nothing, to the plain chain and exchanges and to no
-    connections, or was measured under another scheduling policy than the ranks will run
-    under (:func:`backends.launch.apply_rank_sched`)."""
+    and — three ranks or more — the swap posted a step ahead, the stream one way and the
+    ping-pong's send returns, :mod:`lab.calibrate`), which would otherwise fall back to α, to
+    nothing, to the plain chain and exchanges, to no connections and to sends that complete
+    on arrival, or was measured
+    under another scheduling policy than the ranks will run under
+    (:func:`backends.launch.apply_rank_sched`)."""
     from backends.launch import rank_sched_policy
     from lab.calibrate import calibrate, calibration_sweep
     from simulator.core.shaped import network_key
@@ -365,6 +378,9 @@ def ensure_calibrated(worlds: Sequence[int], backend: str = "gloo",
                                            or (bool(entry.exchange_sizes)
                                                and entry.world_size > 2
                                                and not entry.swap_ahead_times_s)
+                                           or (bool(entry.exchange_sizes)
+                                               and not (entry.stream_times_s
+                                                        and entry.send_return_times_s))
                                            or entry.rank_sched != policy)
         except CalibrationError:
             stale = True
@@ -418,7 +434,9 @@ def compare_sustained(names: Sequence[str], worlds: Sequence[int], sizes: Sequen
     predictions use, where the entry has one — and so are its concurrent exchanges up to the
     largest of ``sizes`` (the bus the collectives' model prices by load,
     :mod:`simulator.core.bus`), and the ring's shift and the partners' swap posted ahead,
-    which it is solved from, where the entry has them; the predictions then use that entry.
+    which it is solved from, and the ping-pong and the stream one way of those sizes (a lone
+    message, :mod:`simulator.core.pingpong`), where the entry has them; the predictions then
+    use that entry.
     ``None``: the predictions use ``calibration`` as it is."""
     from dataclasses import replace
 
@@ -438,8 +456,9 @@ def compare_sustained(names: Sequence[str], worlds: Sequence[int], sizes: Sequen
                  if entry is not None and world > 1 else [])
         shifts_ahead = entry is not None and bool(entry.shift_ahead_times_s)
         swaps_ahead = entry is not None and bool(entry.swap_ahead_times_s)
+        streams = entry is not None and bool(entry.stream_times_s)
         measured = spawn(measure_sustained, world, points, repeats, SUSTAINED_REPEAT_S, chain,
-                         ahead, swaps, shifts_ahead, swaps_ahead, backend=backend,
+                         ahead, swaps, shifts_ahead, swaps_ahead, streams, backend=backend,
                          timeout=timeout)[0]
         cal = calibration
         if entry is not None:  # re-timed the chain and the bus: predict from that entry
@@ -453,7 +472,11 @@ def compare_sustained(names: Sequence[str], worlds: Sequence[int], sizes: Sequen
                 shift_ahead_times_s=_retimed(extra, "shift_ahead_bytes", sizes_ex,
                                              entry.shift_ahead_times_s),
                 swap_ahead_times_s=_retimed(extra, "swap_ahead_bytes", sizes_ex,
-                                            entry.swap_ahead_times_s))
+                                            entry.swap_ahead_times_s),
+                p2p_times_s=_retimed(extra, "p2p_bytes", entry.p2p_sizes, entry.p2p_times_s),
+                send_return_times_s=_retimed(extra, "p2p_bytes", entry.p2p_sizes,
+                                             entry.send_return_times_s, "send_return_s"),
+                stream_times_s=_retimed(extra, "stream_bytes", sizes_ex, entry.stream_times_s))
             save_entry(replace(entry, chain_ahead_latency_s=chain_s) if ahead
                        else replace(entry, chain_latency_s=chain_s), chain_calibration)
             cal = chain_calibration
@@ -467,13 +490,13 @@ def compare_sustained(names: Sequence[str], worlds: Sequence[int], sizes: Sequen
 
 
 def _retimed(rows: Sequence[dict[str, Any]], key: str, sizes: Sequence[int],
-             times_s: Sequence[float]) -> list[float]:
+             times_s: Sequence[float], column: str = "median_s") -> list[float]:
     """``times_s`` (one per size of ``sizes``) with each size re-timed in ``rows`` (the rows
-    ``{key: n, "median_s": …}`` of :func:`measure_sustained`) replaced by its new median;
+    ``{key: n, column: …}`` of :func:`measure_sustained`) replaced by its new value;
     empty if ``times_s`` is (never measured)."""
     if not times_s:
         return []
-    new = {row[key]: row["median_s"] for row in rows if key in row}
+    new = {row[key]: row[column] for row in rows if key in row and column in row}
     return [new.get(n, t) for n, t in zip(sizes, times_s, strict=True)]
 
 

@@ -1,4 +1,4 @@
-"""Twins of book chapters 1–2's opening: ping-pong and the naive one-to-all."""
+"""Twins of book chapters 1–2's opening: ping-pong, a stream one way and the naive one-to-all."""
 
 from __future__ import annotations
 
@@ -32,6 +32,29 @@ def _ping_pong_check(nbytes: int) -> None:
         raise AssertionError(f"rank {rank}: ping-pong returned different bytes")
 
 
+def _stream_step(nbytes: int, tracer: Any = None) -> Callable[[], None]:
+    import torch
+
+    from backends.collectives.point_to_point import stream
+
+    buf = torch.zeros(nbytes, dtype=torch.uint8)
+    return lambda: stream(buf, tracer)
+
+
+def _stream_check(nbytes: int) -> None:
+    import torch
+    import torch.distributed as dist
+
+    from backends.collectives.point_to_point import stream
+
+    rank = dist.get_rank()
+    sent = torch.arange(nbytes, dtype=torch.uint8)
+    buf = sent.clone() if rank == 0 else torch.zeros(nbytes, dtype=torch.uint8)
+    stream(buf)
+    if rank == 1 and not torch.equal(buf, sent):
+        raise AssertionError("rank 1: the stream delivered different bytes")
+
+
 def _one_to_all_step(nbytes: int, tracer: Any = None) -> Callable[[], None]:
     import torch
 
@@ -61,6 +84,14 @@ PING_PONG = register(Twin(
     summary="rank 0 sends n bytes to rank 1 and gets them back: 2(α + nβ)",
     simulate=spmd(sim_p2p.ping_pong), real_step=_ping_pong_step, check=_ping_pong_check,
     closed_form=lambda p, n, a, b, g: sim_p2p.ping_pong_cost(n, a, b),
+    worlds=(2,), sizes=tuple(2**k for k in range(16, 27)),
+    quick_worlds=(2,), quick_sizes=(64 * KiB, 1 * MiB, 16 * MiB, 64 * MiB), min_world=2))
+
+STREAM = register(Twin(
+    name="stream", chapter="1-2",
+    summary="rank 0 sends n bytes to rank 1, one way, call after call: α + nβ a message",
+    simulate=spmd(sim_p2p.stream), real_step=_stream_step, check=_stream_check,
+    closed_form=lambda p, n, a, b, g: sim_p2p.stream_cost(n, a, b),
     worlds=(2,), sizes=tuple(2**k for k in range(16, 27)),
     quick_worlds=(2,), quick_sizes=(64 * KiB, 1 * MiB, 16 * MiB, 64 * MiB), min_world=2))
 

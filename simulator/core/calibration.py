@@ -127,6 +127,12 @@ class CalibrationEntry:
             directions at once, as a swap's do and a ring's (of three or more ranks) do not;
             median time of one step at each of ``exchange_sizes``, s (empty: not measured;
             never at two ranks, where the shift is this swap).
+        stream_times_s: rank 0 sending ``n`` bytes to rank 1, one way, back to back
+            (:func:`backends.collectives.point_to_point.stream`, OSU's bandwidth test) —
+            median time of one message at each of ``exchange_sizes``, s (empty: not
+            measured). Each send is queued, posted before its receiver's notice came: the
+            collectives' model weighs a queued message alone on the bus by it
+            (:func:`simulator.core.pingpong.stream_weights`).
         created: ISO time of the measurement.
         torch_version: the PyTorch that measured it.
         network: what the ranks talked over: ``loopback`` (the host's own network, the
@@ -145,6 +151,9 @@ class CalibrationEntry:
         send_buffer_bytes: on a shaped network, the bytes of a large message still unsent
             when a blocking send returns — the socket send buffer's payload capacity
             (``None``: not measured; :mod:`lab.calibrate`).
+        send_return_times_s: on loopback, how long rank 0's blocking send of the ping-pong
+            took to return at each of ``p2p_sizes``, median, s (empty: not measured) — once
+            the socket buffers hold what rank 1 has not yet read, before the one-way time.
         ready_notice_s: what gloo's receive-ready notice adds when a receive is posted after
             its send — the time from posting a late receive to its completion, less a
             message's one-way time to a receive posted early — s (``None``: not measured;
@@ -186,6 +195,8 @@ class CalibrationEntry:
     rank_sched: str = "normal"
     shift_ahead_times_s: list[float] = field(default_factory=list)
     swap_ahead_times_s: list[float] = field(default_factory=list)
+    stream_times_s: list[float] = field(default_factory=list)
+    send_return_times_s: list[float] = field(default_factory=list)
 
     @property
     def key(self) -> str:

@@ -23,7 +23,8 @@ for the receiver to post the matching receive and for its *receive-ready* notice
 (the cluster's ``ready_notice_s``, or one path latency α): a sender that runs ahead of its
 receiver waits for it. Such a send is *queued* if the notice had not come when its rank began
 to post it (gloo then writes it from its I/O thread when the notice comes): each of its
-bytes takes :meth:`Cluster.queued_weight` of the capacity of the links it shares. On a
+bytes takes :meth:`Cluster.queued_weight` of the capacity of the links it shares (and
+:meth:`Cluster.lone_queued_weight` of those it crosses alone). On a
 host whose ranks' threads outnumber its cores — the lab's two cores
 hold every rank's calling thread and its I/O thread — a notice that comes while a rank is
 posting is read only once it stops, so a send posted right after its step's receive is
@@ -190,7 +191,7 @@ class SimComm:
         self._world.sent[key] = seq + 1
         cluster = self._world.cluster
         buffered = cluster.buffered_sends and tag != _BARRIER_TAG
-        returned = (self.env.event() if buffered and cluster.send_buffer_bytes is not None
+        returned = (self.env.event() if buffered and cluster.send_buffer(nbytes) is not None
                     else None)
         delivery = self.env.process(self._deliver(dst, nbytes, (*key, seq), tag, returned,
                                                   *self._post(tag)))
@@ -213,8 +214,9 @@ class SimComm:
         start = self.now
         yield from self._world.network.transfer(
             self.global_rank, self.ranks[dst], nbytes, returned,
-            cluster.send_buffer_bytes or 0.0,
-            cluster.queued_weight(nbytes) if queued else 1.0)
+            cluster.send_buffer(nbytes) or 0.0,
+            cluster.queued_weight(nbytes) if queued else 1.0,
+            cluster.lone_queued_weight(nbytes) if queued else 1.0)
         self._world.arrival(key).succeed(nbytes)
         if tag != _BARRIER_TAG:
             self.span("send", f"send {self.rank}->{dst}", start, nbytes)

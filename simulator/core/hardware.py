@@ -89,6 +89,11 @@ class Cluster:
     of its bytes are still to move (Linux's TCP lets ``write`` return when the unsent rest fits
     in the socket's send buffer; Stevens, *UNIX Network Programming* §2.11); the transfer
     goes on. Measured by :mod:`lab.calibrate` on a shaped network.
+    ``send_buffer_by_bytes``: the same by message size, ``((bytes, buffered bytes), …)``
+    interpolated in log size, in place of ``send_buffer_bytes`` where given — on loopback the
+    "buffer" is also the receiver's socket, which holds what its I/O thread has not yet read,
+    so what a send leaves unsent as it returns grows with the message (the collectives'
+    model, from the ping-pong's send returns: :meth:`from_calibration`).
 
     ``receiver_driven_sends``: a send's bytes move only once the receiver has posted the
     matching receive and its receive-ready notice has come back (one idle path latency α) —
@@ -108,14 +113,17 @@ class Cluster:
 
     ``queued_weight_by_bytes``: with ``receiver_driven_sends``, what each byte of a *queued*
     send takes of the capacity of a link it shares with other messages, by message size,
-    ``((bytes, weight), …)`` interpolated in log size (empty: 1, a byte; alone on a link a
-    byte weighs 1 — the ping-pong, which the simulation queues too, ran at its fitted rate).
-    A send is queued when its receiver's
+    ``((bytes, weight), …)`` interpolated in log size (empty: 1, a byte);
+    ``lone_queued_weight_by_bytes`` the same for a link it crosses alone (empty: 1 — a
+    message alone moves at the rate the ping-pong, whose sends find their notice, was solved
+    to). A send is queued when its receiver's
     notice had not come as its rank began to post it: gloo then parks it, and its I/O thread
     writes it when the notice comes (``pair.cc``: ``localPendingSend_``), in bursts as the
     socket drains, instead of the calling thread at once; on the lab's two cores such bytes
     cost more CPU, and the plain exchange, whose sends are all queued, moved 1 MiB and more
-    about a fifth slower than the shift posted ahead (chapter 2, "A queued send weighs more").
+    about a fifth slower than the shift posted ahead (chapter 2, "A queued send weighs more");
+    alone, a stream of queued messages one way moved 1 MiB and more a fifth to a third slower
+    than the ping-pong (chapter 2, "A stream one way").
     """
 
     name: str
@@ -127,10 +135,27 @@ class Cluster:
     ready_notice_s: float | None = None
     post_overhead_s: float = 0.0
     queued_weight_by_bytes: tuple[tuple[float, float], ...] = ()
+    lone_queued_weight_by_bytes: tuple[tuple[float, float], ...] = ()
+    send_buffer_by_bytes: tuple[tuple[float, float], ...] = ()
+
+    def send_buffer(self, nbytes: int) -> float | None:
+        """The bytes of an ``nbytes`` message still unsent when its blocking send returns
+        (:attr:`send_buffer_by_bytes`, else :attr:`send_buffer_bytes`; ``None``: all)."""
+        table = self.send_buffer_by_bytes
+        if table:
+            return min(float(nbytes), log_interpolate(table, max(nbytes, 1)))
+        return self.send_buffer_bytes
 
     def queued_weight(self, nbytes: int) -> float:
-        """The weight of a queued send of ``nbytes`` (:attr:`queued_weight_by_bytes`)."""
+        """The weight of a queued send of ``nbytes`` on a shared link
+        (:attr:`queued_weight_by_bytes`)."""
         table = self.queued_weight_by_bytes
+        return log_interpolate(table, max(nbytes, 1)) if table else 1.0
+
+    def lone_queued_weight(self, nbytes: int) -> float:
+        """The weight of a queued send of ``nbytes`` on a link it crosses alone
+        (:attr:`lone_queued_weight_by_bytes`)."""
+        table = self.lone_queued_weight_by_bytes
         return log_interpolate(table, max(nbytes, 1)) if table else 1.0
 
     def __post_init__(self) -> None:
@@ -214,7 +239,16 @@ class Cluster:
         that, this model's lone message — the latency of a message on an idle bus and each
         port's rate by load — is solved from the calibration's ping-pong so that the simulated
         ping-pong takes its measured time (:mod:`simulator.core.pingpong`): the fitted α
-        already holds the posting and the notice that the model charges besides.
+        already holds the posting and the notice that the model charges besides. Where the
+        calibration measured the socket send buffer (``entry.send_buffer_bytes``) a blocking
+        send returns once the buffer holds the rest of its message (:attr:`buffered_sends`),
+        so that the ping-pong's reply finds the notice of a receive posted while it was
+        still arriving, as on the real host; and where it also timed the stream one way
+        (``entry.stream_times_s``), whose sends never find one, a queued message alone on
+        the bus is weighed so that the simulated stream takes its measured time
+        (:func:`simulator.core.pingpong.stream_weights`,
+        :attr:`lone_queued_weight_by_bytes`), solved in turn with the ping-pong's α and
+        ports.
         """
         if entry.network != "loopback":
             return cls.shaped_from(entry, world_size, contention=contention)
@@ -223,15 +257,22 @@ class Cluster:
             name=f"{entry.host}-cpu", flops_per_s=entry.flops_per_s,
             mem_bandwidth_Bps=3 * entry.reduce_Bps, memory_bytes=math.inf,
             reduce_Bps=entry.reduce_Bps, memcpy_Bps=entry.memcpy_Bps)
-        lone: dict[str, Any] = {"alpha": entry.latency_s, "ports": ()}  # the ping-pong's
+        lone: dict[str, Any] = {"alpha": entry.latency_s, "ports": (),  # the ping-pong's
+                                "stream": ()}  # and the stream's
+        # the collectives' model: a blocking send returns once the socket buffers hold the rest
+        buffer = (send_buffers(entry.p2p_sizes, entry.p2p_times_s, entry.send_return_times_s)
+                  if exchange_bus and receiver_driven else ())
+        buffered = bool(buffer)
 
         def build(chain: Sequence[float], pair: float | None = None,
                   by_load: Sequence[tuple[float, float]] = (),
                   connection: Sequence[tuple[float, float]] = (),
                   queued: Sequence[tuple[float, float]] = (), alpha: float | None = None,
-                  ports: Sequence[tuple[float, float]] | None = None) -> Cluster:
+                  ports: Sequence[tuple[float, float]] | None = None,
+                  lone_queued: Sequence[tuple[float, float]] | None = None) -> Cluster:
             alpha = lone["alpha"] if alpha is None else alpha
             ports = lone["ports"] if ports is None else ports
+            lone_queued = lone["stream"] if lone_queued is None else lone_queued
             link = Link(alpha, entry.bandwidth_Bps, contention)
             if entry.bus_bandwidth_Bps > 0:
                 bus = max(entry.bus_bandwidth_Bps, entry.bandwidth_Bps,
@@ -252,18 +293,25 @@ class Cluster:
                            ready_notice_s=entry.ready_notice_s,
                            post_overhead_s=(entry.post_overhead_s or 0.0) if receiver_driven
                            else 0.0,
-                           queued_weight_by_bytes=tuple(queued) if receiver_driven else ())
+                           queued_weight_by_bytes=tuple(queued) if receiver_driven else (),
+                           lone_queued_weight_by_bytes=(tuple(lone_queued) if receiver_driven
+                                                        else ()),
+                           buffered_sends=buffered, send_buffer_by_bytes=buffer)
 
         if (exchange_bus and receiver_driven and entry.bus_bandwidth_Bps > 0
                 and len(entry.p2p_sizes) >= 2):  # the collectives' model: its own ping-pong
-            from simulator.core.pingpong import idle_latency, port_rates
+            from simulator.core.pingpong import idle_latency, port_rates, stream_weights
 
             sizes, times = entry.p2p_sizes, entry.p2p_times_s
+            streamed = buffered and bool(entry.stream_times_s)
             for _ in range(PING_PONG_ROUNDS):
                 lone["alpha"] = idle_latency(lambda a: build((), alpha=a), sizes, times,
                                              entry.latency_s, entry.bandwidth_Bps)
                 lone["ports"] = port_rates(lambda t: build((), ports=t), sizes, times,
                                            entry.bandwidth_Bps)
+                if streamed:  # a queued lone message (the ping-pong's first is one, too)
+                    lone["stream"] = stream_weights(lambda t: build((), lone_queued=t),
+                                                    entry.exchange_sizes, entry.stream_times_s)
         ahead = receiver_driven and bool(entry.chain_ahead_latency_s)
         chain = chain_latencies(entry, ahead=ahead)
         pair = None
@@ -367,6 +415,20 @@ class Cluster:
         return cls(f"shaped-{spec_text(rates)}x{world_size}", (device,) * world_size,
                    shaped_topology(ports, busy_latency_s=entry.bus_latency_s or None),
                    buffered_sends=True, send_buffer_bytes=entry.send_buffer_bytes)
+
+
+def send_buffers(sizes: Sequence[int], one_way_s: Sequence[float],
+                 return_s: Sequence[float]) -> tuple[tuple[float, float], ...]:
+    """What a blocking send leaves unsent as it returns, by message size,
+    ``((n, bytes), …)`` (:attr:`Cluster.send_buffer_by_bytes`): ``n·(1 − t_return/t)`` for
+    each size of the ping-pong whose one-way time ``t`` and send return ``t_return`` (s)
+    were measured — the share of its one-way time still to go when the sender was free.
+    Empty when the returns were not measured."""
+    if len(return_s) != len(sizes):
+        return ()
+    return tuple((float(n), n * min(1.0, max(0.0, 1.0 - ret / t)))
+                 for n, t, ret in zip(sizes, one_way_s, return_s, strict=True)
+                 if n > 0 and t > 0 and ret > 0)
 
 
 PING_PONG_ROUNDS = 2

@@ -497,17 +497,18 @@ class _Flow:
 
     ``buffered``, if given, is triggered once ``remaining`` ≤ ``buffer_bytes`` (the moment a
     blocking send returns to a sender whose socket buffer holds ``buffer_bytes``). ``weight``:
-    what each byte takes of a channel it shares (a queued send's, :meth:`Network.transfer`).
+    what each byte takes of a channel it shares, ``lone_weight`` of a channel it crosses alone
+    (a queued send's, :meth:`Network.transfer`).
     """
 
-    __slots__ = ("acks", "buffer_bytes", "buffered", "cap", "channels", "done", "rate",
-                 "remaining", "size", "weight")
+    __slots__ = ("acks", "buffer_bytes", "buffered", "cap", "channels", "done", "lone_weight",
+                 "rate", "remaining", "size", "weight")
 
     def __init__(self, nbytes: float, channels: Sequence[Channel], cap: float,
                  done: simpy.Event,
                  acks: Sequence[tuple[Channel, float]] = (),
                  buffered: simpy.Event | None = None, buffer_bytes: float = 0.0,
-                 weight: float = 1.0) -> None:
+                 weight: float = 1.0, lone_weight: float = 1.0) -> None:
         self.remaining = float(nbytes)
         self.size = float(nbytes)  # the whole message: what a by-load channel counts
         self.channels = channels
@@ -518,6 +519,7 @@ class _Flow:
         self.buffered = buffered
         self.buffer_bytes = float(buffer_bytes)
         self.weight = weight
+        self.lone_weight = lone_weight
 
     def until_buffered(self) -> float:
         """Bytes still to move before ``buffered`` fires (inf: no such event pending)."""
@@ -560,7 +562,7 @@ class Network:
         self._between: dict[tuple[int, int], int] = {}
 
     def transfer(self, src: int, dst: int, nbytes: int, buffered: simpy.Event | None = None,
-                 buffer_bytes: float = 0.0, weight: float = 1.0
+                 buffer_bytes: float = 0.0, weight: float = 1.0, lone_weight: float = 1.0
                  ) -> Generator[simpy.Event, Any, None]:
         """Deliver ``nbytes`` from rank ``src`` to rank ``dst`` (a process body).
 
@@ -569,8 +571,9 @@ class Network:
         holds the rest, so its blocking send returns then (:class:`Cluster`'s
         ``send_buffer_bytes``). Bytes waiting behind another message on a ``fifo`` channel
         count as unsent. ``weight``: what each byte takes of the capacity of each ``fair``
-        channel that it shares with another message (1: a byte; alone on a channel it weighs
-        1) — a queued send's (:class:`simulator.core.comm.SimComm`).
+        channel that it shares with another message (1: a byte), ``lone_weight`` of each
+        ``fair`` channel it crosses alone — a queued send's
+        (:class:`simulator.core.comm.SimComm`).
         """
         if buffered is not None and nbytes <= buffer_bytes:
             buffered.succeed()
@@ -598,7 +601,8 @@ class Network:
                     latency = path.busy_by_flows[min(others, len(path.busy_by_flows)) - 1]
                 elif others:
                     latency = path.busy_latency_s
-            yield from self._move(path, latency, nbytes, buffered, buffer_bytes, weight)
+            yield from self._move(path, latency, nbytes, buffered, buffer_bytes, weight,
+                                  lone_weight)
         finally:
             for c in path.busy:
                 self._in_flight[c] -= 1
@@ -607,7 +611,8 @@ class Network:
 
     def _move(self, path: _Path, latency: float, nbytes: int,
               buffered: simpy.Event | None = None, buffer_bytes: float = 0.0,
-              weight: float = 1.0) -> Generator[simpy.Event, Any, None]:
+              weight: float = 1.0, lone_weight: float = 1.0
+              ) -> Generator[simpy.Event, Any, None]:
         """The latency, then the bytes at the rate the contention models allow."""
         if latency > 0:
             yield self.env.timeout(latency)
@@ -625,7 +630,7 @@ class Network:
             if path.fair:
                 done = self.env.event()
                 self._add_flow(_Flow(nbytes, path.fair, path.cap, done, path.acks,
-                                     buffered, buffer_bytes, weight))
+                                     buffered, buffer_bytes, weight, lone_weight))
                 yield done
             elif buffered is not None:
                 yield self.env.timeout((nbytes - buffer_bytes) / path.cap)
@@ -706,9 +711,9 @@ class Network:
 
         ``users[c]`` counts the unfrozen flows on channel ``c`` (a flow whose acknowledgements
         cross ``c`` counts its ``ack_fraction``; a flow that shares ``c`` with another counts
-        its ``weight``); a flow freezes when one of its channels is full or it reaches its
-        cap, and leaves its channels' counts. A channel's solo rate applies while one flow
-        crosses it, and a flow alone on a channel weighs 1 there.
+        its ``weight``, and one alone on ``c`` its ``lone_weight``); a flow freezes when one of
+        its channels is full or it reaches its cap, and leaves its channels' counts. A
+        channel's solo rate applies while one flow crosses it.
         """
         left: dict[Channel, float] = {}
         users: dict[Channel, float] = {}
@@ -727,7 +732,7 @@ class Network:
                 flows[channel] = flows.get(channel, 0) + share
 
         def weight(flow: _Flow, channel: Channel) -> float:
-            return flow.weight if crossing[channel] > 1 else 1.0
+            return flow.weight if crossing[channel] > 1 else flow.lone_weight
 
         for flow in self._flows:
             for channel in flow.channels:

@@ -20,14 +20,26 @@ the bus, this module makes the model reproduce the primitive it is calibrated fr
 * :func:`port_rates` — each rank's port rate by the bytes it carries at once, solved so that
   the simulated ping-pong of the other sizes takes their measured time (a lone message's
   rate; a port shared by several messages is priced at their total, and the shared bus
-  still limits them).
+  still limits them);
+* :func:`stream_weights` — what each byte of a *queued* lone message weighs, solved so that
+  the simulated stream one way (:func:`simulator.collectives.point_to_point.stream`, OSU's
+  bandwidth test) takes its measured time. A ping-pong's sends find their receiver's notice —
+  the blocking send that began the round trip returned once its socket buffer held the rest
+  (:attr:`Cluster.send_buffer_bytes`), so the reply's receive was posted before the reply —
+  while a stream's do not: each is posted the moment the last one returned, before the
+  receiver has posted its next receive. Gloo's I/O thread writes such a send when the notice
+  comes, and on the lab's host a stream of them moved 1 MiB and more a fifth to a third
+  slower than the ping-pong (chapter 2, "A stream one way").
 """
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING
+
+from simulator.core.bus import _bisect
 
 if TYPE_CHECKING:
     from simulator.core.hardware import Cluster
@@ -98,3 +110,55 @@ def port_rates(build: Callable[[Sequence[tuple[float, float]]], Cluster], sizes:
             if on_bytes > LATENCY_BOUND_SHARE * target:  # else keep the rate: noise, not bytes
                 table[float(n)] = n / on_bytes
     return tuple(sorted(table.items()))
+
+
+STREAM_CALLS = 8
+"""Messages of the stream simulated back to back to time one, as the calibration times the
+stream back to back."""
+MAX_LONE_WEIGHT = 8.0
+"""The heaviest a queued lone message's byte may be solved to weigh (:func:`stream_weights`)."""
+LONE_WEIGHT_STEPS = 10
+"""Bisection steps of :func:`stream_weights` per size, between 1 and :data:`MAX_LONE_WEIGHT`."""
+
+
+def stream_s(cluster: Cluster, nbytes: int, calls: int = STREAM_CALLS) -> float:
+    """Simulated time of one message of the stream one way
+    (:func:`simulator.collectives.point_to_point.stream`, ``calls`` back to back), s."""
+    from simulator.collectives.point_to_point import stream
+    from simulator.core.comm import run_spmd
+
+    return run_spmd(cluster, stream, nbytes, trace=False, calls=calls).makespan_s / calls
+
+
+def stream_weights(build: Callable[[Sequence[tuple[float, float]]], Cluster],
+                   sizes: Sequence[int], times_s: Sequence[float]
+                   ) -> tuple[tuple[float, float], ...]:
+    """A queued lone message's weight by size, ``((n, weight), …)``
+    (:attr:`Cluster.lone_queued_weight_by_bytes`), with which the cluster ``build(table)``
+    simulates the calibration's stream one way of ``n`` bytes a message in its measured time
+    (``times_s``, s, one message).
+
+    A size that the cluster without weights (``build(())``) already simulates in its measured
+    time or less weighs 1 (a queued send is never priced faster than a direct one); otherwise
+    the weight is found by bisection between 1 and :data:`MAX_LONE_WEIGHT` — the stream is
+    slower the heavier its bytes — and kept only if the stream's bytes fill
+    :data:`LATENCY_BOUND_SHARE` of its measured time or more (a smaller share says the message
+    waited, not that it moved slower). Empty when every size weighs 1."""
+    free = build(())
+    points = [(n, t) for n, t in sorted(zip(sizes, times_s, strict=True)) if n > 0 and t > 0]
+    table = {float(n): 1.0 for n, _ in points}
+
+    def too_fast(n: int, target: float, weight: float) -> bool:
+        table[float(n)] = weight
+        return stream_s(build(sorted(table.items())), n) <= target
+
+    for n, target in points:
+        simulated = stream_s(free, n)
+        if simulated >= target:
+            continue
+        lo, _ = _bisect(1.0, MAX_LONE_WEIGHT, LONE_WEIGHT_STEPS,
+                        partial(too_fast, n, target))
+        # at weight w the bytes' time is about w/(w − 1) of what the weight added
+        bytes_s = (target - simulated) * lo / (lo - 1.0) if lo > 1.0 else 0.0
+        table[float(n)] = lo if bytes_s >= LATENCY_BOUND_SHARE * target else 1.0
+    return tuple(sorted(table.items())) if any(w > 1.0 for w in table.values()) else ()

@@ -1,10 +1,11 @@
-"""The real ping-pong and one-to-all: same bytes as PyTorch's built-ins, any world size."""
+"""The real ping-pong, stream and one-to-all: same bytes as PyTorch's built-ins, any world
+size."""
 
 import pytest
 import torch
 import torch.distributed as dist
 
-from backends.collectives.point_to_point import one_to_all, ping_pong
+from backends.collectives.point_to_point import one_to_all, ping_pong, stream
 from backends.launch import spawn
 from backends.trace import Tracer
 
@@ -29,6 +30,13 @@ def check_many(sizes):
         ping_pong(buf)
         expected = torch.arange(1000, dtype=torch.int64) * (1 if rank <= 1 else rank + 1)
         assert torch.equal(buf, expected), rank
+        # a stream of messages one way: rank 1 ends with the last one, nobody else changes
+        mine = torch.arange(1000, dtype=torch.int64) * (rank + 1)
+        for k in range(3):
+            buf = mine + k if rank == 0 else mine.clone()
+            stream(buf)
+        last = torch.arange(1000, dtype=torch.int64) + 2
+        assert torch.equal(buf, last if rank == 1 else mine + 2 * (rank == 0)), rank
     return True
 
 

@@ -55,6 +55,10 @@ def test_quick_calibration_writes_an_entry_the_simulator_reads(tmp_path, monkeyp
     assert entry.exchange_sizes == [2**16, 2**20, 2**22] and entry.bus_bandwidth_Bps > 0
     assert len(entry.shift_ahead_times_s) == 3 and min(entry.shift_ahead_times_s) > 0
     assert entry.swap_ahead_times_s == []  # at two ranks the shift is the swap
+    assert len(entry.stream_times_s) == 3 and min(entry.stream_times_s) > 0
+    # rank 0's sends in the ping-pong return, at the latest, when the message has arrived
+    assert len(entry.send_return_times_s) == 4 and min(entry.send_return_times_s) > 0
+    assert entry.send_buffer_bytes is None  # the shaped network's probe
     assert entry.bus_latency_s >= 0
     assert len(entry.chain_latency_s) == 1 and entry.chain_latency_s[0] > 0  # k = 2
     assert len(entry.chain_ahead_latency_s) == 1 and entry.chain_ahead_latency_s[0] > 0
@@ -68,6 +72,10 @@ def test_quick_calibration_writes_an_entry_the_simulator_reads(tmp_path, monkeyp
     driven = Cluster.local(2, path=path, exchange_bus=True, receiver_driven=True)
     assert driven.receiver_driven_sends and driven.ready_notice_s == entry.ready_notice_s
     assert driven.post_overhead_s == entry.post_overhead_s and local.post_overhead_s == 0
+    # the collectives' model returns a send once its socket buffer holds the rest; every
+    # other model keeps sends that complete on arrival, as it was calibrated
+    assert driven.buffered_sends and driven.send_buffer_by_bytes
+    assert not local.buffered_sends and not local.lone_queued_weight_by_bytes
 
 
 def test_calibration_needs_two_ranks(tmp_path):
@@ -97,3 +105,4 @@ def test_notice_primitive_times_both_halves_from_their_own_start():
     # each sample is one message's time: positive and far below a second. (The late half once
     # summed both ranks' start stamps, which made it hugely negative and the notice always 0.)
     assert all(0 < t < 0.5 for t in early + late)
+

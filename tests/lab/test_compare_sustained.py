@@ -123,7 +123,9 @@ def test_an_entry_from_before_the_notice_and_posting_primitives_is_measured_agai
                                ready_notice_s=1e-5, post_overhead_s=2e-5,
                                chain_ahead_latency_s=[3e-4, 5e-4], rank_sched="batch",
                                exchange_sizes=[2**16], exchange_times_s=[2e-4],
-                               shift_ahead_times_s=[1.5e-4], swap_ahead_times_s=[1.6e-4])
+                               shift_ahead_times_s=[1.5e-4], swap_ahead_times_s=[1.6e-4],
+                               p2p_sizes=[2**16], p2p_times_s=[1e-4],
+                               send_return_times_s=[6e-5], stream_times_s=[1.1e-4])
     # complete, but measured with the ranks under the kernel's default policy
     other_policy = replace(current, world_size=5, rank_sched="normal")
     # complete but for the shift posted ahead; but for the swap posted ahead (three ranks
@@ -131,15 +133,19 @@ def test_an_entry_from_before_the_notice_and_posting_primitives_is_measured_agai
     no_ahead = replace(current, world_size=6, shift_ahead_times_s=[])
     no_swap = replace(current, world_size=7, swap_ahead_times_s=[])
     two = replace(current, world_size=2, swap_ahead_times_s=[])
-    for entry in (old, current, other_policy, no_ahead, no_swap):
+    # complete but for the stream one way; but for the ping-pong's send returns
+    no_stream = replace(current, world_size=8, stream_times_s=[])
+    no_returns = replace(current, world_size=9, send_return_times_s=[])
+    for entry in (old, current, other_policy, no_ahead, no_swap, no_stream, no_returns):
         save_entry(entry, path)
     calibrated: list[int] = []
     monkeypatch.setattr(lab.calibrate, "calibrate",
                         lambda world, *args, **kwargs: calibrated.append(world))
     monkeypatch.delenv(RANK_SCHED_ENV, raising=False)
-    ensure_calibrated([2, 3, 4, 5, 6, 7], calibration=path)
-    # stale, missing, other policy, no shift ahead, no swap ahead; the current one stays
-    assert calibrated == [2, 4, 5, 6, 7]
+    ensure_calibrated([2, 3, 4, 5, 6, 7, 8, 9], calibration=path)
+    # stale, missing, other policy, no shift ahead, no swap ahead, no stream, no send
+    # returns; the current one stays
+    assert calibrated == [2, 4, 5, 6, 7, 8, 9]
     save_entry(two, path)
     calibrated.clear()
     ensure_calibrated([2, 3], calibration=path)

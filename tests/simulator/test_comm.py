@@ -256,3 +256,36 @@ def test_a_send_posted_before_its_notice_came_is_queued_and_weighs_more():
     assert replace(heavy, queued_weight_by_bytes=table).queued_weight(2**22) == pytest.approx(
         log_interpolate(table, 2**22)) == pytest.approx(1.25)
     assert _driven().queued_weight(n) == 1.0  # no table: a byte is a byte
+
+
+def test_a_stream_is_queued_and_weighs_alone_while_a_buffered_ping_pong_finds_its_notice():
+    from dataclasses import replace
+
+    from simulator.collectives.point_to_point import ping_pong, stream
+
+    n, alpha, bw, calls = 10**6, 1e-4, 1e9, 4
+    bus = Cluster.homogeneous("t", DEV, Topology.shared_bus(2, Link(alpha, 1e12, "fair"), bw))
+    driven = replace(bus, receiver_driven_sends=True, post_overhead_s=1e-5)
+    buffered = replace(driven, buffered_sends=True, send_buffer_bytes=4 * n)
+    lone = ((1.0, 2.0),)  # a queued byte alone on the bus weighs 2
+
+    def makespan(cluster, program):
+        return run_spmd(cluster, program, n, calls=calls).makespan_s
+
+    # the stream: each send is posted before rank 1 posted its next receive — queued, and
+    # alone on the bus each of its bytes takes two bytes' worth of the bus
+    plain = makespan(buffered, stream)
+    heavy = makespan(replace(buffered, lone_queued_weight_by_bytes=lone), stream)
+    assert heavy - plain == pytest.approx(calls * n / bw, rel=1e-9)
+    # the ping-pong: rank 0's send returns once the socket buffer holds the rest (here at
+    # once), it posts the receive of the reply, and the notice is there before the reply
+    # is posted — no send but the first is queued, and the first only at its start
+    pp = makespan(replace(buffered, lone_queued_weight_by_bytes=lone), ping_pong)
+    first_queued = n / bw  # the very first send found no notice either
+    assert pp == pytest.approx(makespan(buffered, ping_pong) + first_queued, rel=1e-9)
+    # without the socket buffer a send completes on arrival: the reply's notice comes only
+    # after the reply was posted, every message is queued and weighs 2
+    unbuffered = makespan(replace(driven, lone_queued_weight_by_bytes=lone), ping_pong)
+    assert unbuffered == pytest.approx(makespan(driven, ping_pong) + 2 * calls * n / bw,
+                                       rel=1e-9)
+    assert driven.lone_queued_weight(n) == 1.0  # no table: a byte is a byte

@@ -50,3 +50,50 @@ def test_without_the_solve_the_posting_and_the_notice_come_on_top_of_the_fitted_
     # every other model keeps the fit: the ports have no rate table
     plain = Cluster.from_calibration(entry())
     assert not plain.topology.link((0, "bus_in")).bandwidth_by_load
+
+
+def stream_measured(n: int) -> float:
+    """A stream one way: the ping-pong's one-way time up to 512 KiB, a third slower beyond."""
+    return measured(n) * (1.0 if n < 2**20 else 4 / 3)
+
+
+STREAM_SIZES = [2**16, 2**18, 2**20, 2**22, 2**24]
+
+
+def send_return(n: int) -> float:
+    """Rank 0's blocking send returned at 90 % of the one-way time up to 256 KiB, 60 % from
+    1 MiB up (the socket buffers holding the rest)."""
+    return measured(n) * (0.9 if n <= 2**18 else 0.6)
+
+
+def test_a_queued_lone_message_is_weighed_so_that_the_simulated_stream_takes_its_time():
+    from simulator.core.pingpong import stream_s
+
+    streamed = entry(exchange_sizes=STREAM_SIZES,
+                     exchange_times_s=[2 * measured(n) for n in STREAM_SIZES],
+                     stream_times_s=[stream_measured(n) for n in STREAM_SIZES],
+                     send_return_times_s=[send_return(n) for n in SIZES])
+    model = Cluster.from_calibration(streamed, exchange_bus=True, receiver_driven=True)
+    weights = dict(model.lone_queued_weight_by_bytes)
+    # a send returns with what it had left to go: 1 MiB at 60 % of its one-way time
+    assert model.buffered_sends
+    assert model.send_buffer(2**20) == pytest.approx(0.4 * 2**20)
+    for n in STREAM_SIZES:
+        if n >= 2**20:  # a third slower than the ping-pong: its bytes weigh more than 1
+            assert weights[n] > 1.2
+            assert stream_s(model, n) == pytest.approx(stream_measured(n), rel=0.01)
+        else:  # as fast as the ping-pong's message: a queued byte is a byte
+            assert weights[n] == 1.0
+        # and the ping-pong, whose sends find their notice, still takes its measured time
+        # (within 1 %: its very first send is queued too, and the two are solved in turn)
+        assert one_way_s(model, n) == pytest.approx(measured(n), rel=0.01)
+
+
+def test_without_measured_send_returns_no_lone_message_is_weighed():
+    # a send then completes on arrival, the ping-pong's sends are queued as the stream's
+    # are, and a weight solved from the stream would slow the ping-pong down too
+    unbuffered = entry(exchange_sizes=STREAM_SIZES,
+                       exchange_times_s=[2 * measured(n) for n in STREAM_SIZES],
+                       stream_times_s=[stream_measured(n) for n in STREAM_SIZES])
+    model = Cluster.from_calibration(unbuffered, exchange_bus=True, receiver_driven=True)
+    assert not model.buffered_sends and model.lone_queued_weight_by_bytes == ()

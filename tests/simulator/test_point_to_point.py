@@ -1,4 +1,5 @@
-"""Ping-pong and naive one-to-all: simulation equals the α-β closed form without contention."""
+"""Ping-pong, the stream and naive one-to-all: simulation equals the α-β closed form without
+contention."""
 
 import pytest
 from hypothesis import given
@@ -9,6 +10,8 @@ from simulator.collectives.point_to_point import (
     one_to_all_cost,
     ping_pong,
     ping_pong_cost,
+    stream,
+    stream_cost,
 )
 from simulator.core import Cluster, Device, Link, Topology, run_spmd
 
@@ -26,6 +29,14 @@ def fully_connected(p, alpha, bw, model="none"):
 def test_ping_pong_equals_closed_form(alpha, bw, n, p):
     result = run_spmd(fully_connected(p, alpha, bw), ping_pong, n)
     assert result.makespan_s == pytest.approx(ping_pong_cost(n, alpha, 1 / bw), rel=1e-12)
+
+
+@given(alpha=alphas, bw=bandwidths, n=sizes, p=st.integers(2, 9), calls=st.integers(1, 5))
+def test_stream_equals_closed_form_per_message(alpha, bw, n, p, calls):
+    # eager sends: one message after another, each α + nβ
+    result = run_spmd(fully_connected(p, alpha, bw), stream, n, calls=calls)
+    assert result.makespan_s == pytest.approx(calls * stream_cost(n, alpha, 1 / bw), rel=1e-12)
+    assert result.total_bytes == calls * n
 
 
 @given(alpha=alphas, bw=bandwidths, n=sizes, p=st.integers(1, 17), root=st.integers(0, 16))
