@@ -14,9 +14,10 @@ over 64 KiB–16 MiB.
 interleaved in the same rounds, each repeat running its operation back to back for ~20 ms and
 taking the time per call, the median over repeats reported (:func:`lab.compare.measure_sustained`,
 nccl-tests' way). With ``--chain rounds`` (the default) the primitives the predictions lean on
-most — the chain of dependent exchanges, which prices a woken rank's wait, and the concurrent
-exchanges up to 16 MiB, which price the loopback bus by load — are timed again in those same
-rounds, the same way, and the predictions use them (the entry so changed is kept as
+most — the chain of dependent exchanges, which prices a woken rank's wait, the concurrent
+exchanges up to 16 MiB, which price the loopback bus by load, and the ping-pong (with its
+sends' returns) and the stream one way of those sizes, which price a message alone — are timed
+again in those same rounds, the same way, and the predictions use them (the entry so changed is kept as
 ``OUT/collectives_calibration_rounds.json``): this host's waits and copy rates drift, and
 primitives measured minutes earlier miss the drift. ``--chain calibration`` predicts from the
 calibration as it was measured. The ranks run under the launcher's scheduling policy
