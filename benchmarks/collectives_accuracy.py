@@ -17,10 +17,10 @@ nccl-tests' way). With ``--chain rounds`` (the default) the primitives the predi
 most — the chain of dependent exchanges, which prices a woken rank's wait, the concurrent
 exchanges up to 16 MiB, which price the loopback bus by load, and the ping-pong (with its
 sends' returns) and the stream one way of those sizes, which price a message alone — are timed
-again in those same rounds, the same way, and the predictions use them (the entry so changed is kept as
-``OUT/collectives_calibration_rounds.json``): this host's waits and copy rates drift, and
-primitives measured minutes earlier miss the drift. ``--chain calibration`` predicts from the
-calibration as it was measured. The ranks run under the launcher's scheduling policy
+again in those same rounds, the same way, and the predictions use them (the entry so changed is
+kept as ``OUT/collectives_calibration_rounds.json``): this host's waits and copy rates drift,
+and primitives measured minutes earlier miss the drift. ``--chain calibration`` predicts from
+the calibration as it was measured. The ranks run under the launcher's scheduling policy
 (``DISTML_RANK_SCHED``, ``batch`` unless set; see :func:`backends.launch.apply_rank_sched`).
 Each point is predicted as it was measured: the simulated twin runs as many calls back to back
 as the measurement did (the ``calls`` column) and the time per call is compared, with gloo's

@@ -8,7 +8,9 @@ Gloo moves a send's bytes only once the receiver's "receive ready" notice has ar
 
 * ``early`` — rank 1 posts its receive, rank 0 posts its send 2 ms later: the notice is
   there, and the *calling* thread writes the bytes. Timed on the sender, from posting the send
-  to its completion.
+  to its completion — which comes once the socket buffers hold what rank 1 has not yet read,
+  at about 55–75 % of the one-way time on the lab's host (the calibration's
+  ``send_return_times_s``), so ``early`` and ``late`` time different ends of a message.
 * ``late`` — rank 0 posts its send, rank 1 posts its receive 2 ms later: the send waits in
   gloo's queue, and its *I/O thread* writes the bytes once the notice comes. Timed on the
   receiver, from posting the receive to its completion (so the notice's trip is included, a few
