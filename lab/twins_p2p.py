@@ -79,21 +79,23 @@ def _one_to_all_check(nbytes: int) -> None:
         raise AssertionError(f"rank {dist.get_rank()}: one_to_all differs from dist.broadcast")
 
 
-PING_PONG = register(Twin(
-    name="ping_pong", chapter="1-2",
-    summary="rank 0 sends n bytes to rank 1 and gets them back: 2(α + nβ)",
-    simulate=spmd(sim_p2p.ping_pong), real_step=_ping_pong_step, check=_ping_pong_check,
-    closed_form=lambda p, n, a, b, g: sim_p2p.ping_pong_cost(n, a, b),
-    worlds=(2,), sizes=tuple(2**k for k in range(16, 27)),
-    quick_worlds=(2,), quick_sizes=(64 * KiB, 1 * MiB, 16 * MiB, 64 * MiB), min_world=2))
+def _between_two(name: str, summary: str, simulate: Any, real_step: Any, check: Any,
+                 cost: Callable[[float, float, float], float]) -> Twin:
+    """A twin of ranks 0 and 1 alone (the others idle), swept over 64 KiB … 64 MiB."""
+    return register(Twin(
+        name=name, chapter="1-2", summary=summary, simulate=spmd(simulate),
+        real_step=real_step, check=check, closed_form=lambda p, n, a, b, g: cost(n, a, b),
+        worlds=(2,), sizes=tuple(2**k for k in range(16, 27)),
+        quick_worlds=(2,), quick_sizes=(64 * KiB, 1 * MiB, 16 * MiB, 64 * MiB), min_world=2))
 
-STREAM = register(Twin(
-    name="stream", chapter="1-2",
-    summary="rank 0 sends n bytes to rank 1, one way, call after call: α + nβ a message",
-    simulate=spmd(sim_p2p.stream), real_step=_stream_step, check=_stream_check,
-    closed_form=lambda p, n, a, b, g: sim_p2p.stream_cost(n, a, b),
-    worlds=(2,), sizes=tuple(2**k for k in range(16, 27)),
-    quick_worlds=(2,), quick_sizes=(64 * KiB, 1 * MiB, 16 * MiB, 64 * MiB), min_world=2))
+
+PING_PONG = _between_two(
+    "ping_pong", "rank 0 sends n bytes to rank 1 and gets them back: 2(α + nβ)",
+    sim_p2p.ping_pong, _ping_pong_step, _ping_pong_check, sim_p2p.ping_pong_cost)
+
+STREAM = _between_two(
+    "stream", "rank 0 sends n bytes to rank 1, one way, call after call: α + nβ a message",
+    sim_p2p.stream, _stream_step, _stream_check, sim_p2p.stream_cost)
 
 ONE_TO_ALL = register(Twin(
     name="one_to_all", chapter="1-2",

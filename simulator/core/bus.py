@@ -212,22 +212,33 @@ def queued_weights(build: Callable[[Sequence[tuple[float, float]]], Cluster],
     (:func:`pair_exchange`, timed back to back) in its measured time (``times_s``, s).
 
     In the plain exchange each rank posts its send right after its receive, so every send is
-    queued (:class:`simulator.core.comm.SimComm`). A size that the cluster without weights
-    (``build(())``) already simulates in its measured time or less weighs 1; otherwise the
-    weight is found by bisection between 1 and :data:`MAX_QUEUED_WEIGHT` — the exchange is
-    slower the heavier its bytes — and kept only if the exchange's bytes fill
-    :data:`MIN_BYTES_SHARE` of its measured time or more (as :func:`bus_rates` keeps a size).
-    Empty when every size weighs 1."""
+    queued (:class:`simulator.core.comm.SimComm`); the weights are solved by
+    :func:`weights_by_size`."""
+    return weights_by_size(build, sizes, times_s, exchange_s)
+
+
+def weights_by_size(build: Callable[[Sequence[tuple[float, float]]], Cluster],
+                    sizes: Sequence[int], times_s: Sequence[float],
+                    simulate: Callable[[Cluster, int], float]
+                    ) -> tuple[tuple[float, float], ...]:
+    """A weight by message size, ``((n, weight), …)``, with which ``simulate(build(table),
+    n)`` — a primitive that is slower the heavier its bytes — takes its measured time
+    (``times_s``, s) at each of ``sizes``: 1 where the cluster without weights
+    (``build(())``) already takes that long or longer, else found by bisection between 1 and
+    :data:`MAX_QUEUED_WEIGHT`, and kept only if the primitive's bytes fill
+    :data:`MIN_BYTES_SHARE` of its measured time or more (as :func:`bus_rates` keeps a
+    size). Empty when every size weighs 1 (:func:`queued_weights`,
+    :func:`simulator.core.pingpong.stream_weights`)."""
     free = build(())
     points = [(n, t) for n, t in sorted(zip(sizes, times_s, strict=True)) if n > 0 and t > 0]
     table = {float(n): 1.0 for n, _ in points}
 
     def too_fast(n: int, target: float, weight: float) -> bool:
         table[float(n)] = weight
-        return exchange_s(build(sorted(table.items())), n) <= target
+        return simulate(build(sorted(table.items())), n) <= target
 
     for n, target in points:
-        simulated = exchange_s(free, n)
+        simulated = simulate(free, n)
         if simulated >= target:
             continue
         lo, _ = _bisect(1.0, MAX_QUEUED_WEIGHT, WEIGHT_SEARCH_STEPS, partial(too_fast, n, target))

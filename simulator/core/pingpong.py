@@ -36,10 +36,9 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Sequence
-from functools import partial
 from typing import TYPE_CHECKING
 
-from simulator.core.bus import _bisect
+from simulator.core.bus import weights_by_size
 
 if TYPE_CHECKING:
     from simulator.core.hardware import Cluster
@@ -115,10 +114,6 @@ def port_rates(build: Callable[[Sequence[tuple[float, float]]], Cluster], sizes:
 STREAM_CALLS = 8
 """Messages of the stream simulated back to back to time one, as the calibration times the
 stream back to back."""
-MAX_LONE_WEIGHT = 8.0
-"""The heaviest a queued lone message's byte may be solved to weigh (:func:`stream_weights`)."""
-LONE_WEIGHT_STEPS = 10
-"""Bisection steps of :func:`stream_weights` per size, between 1 and :data:`MAX_LONE_WEIGHT`."""
 
 
 def stream_s(cluster: Cluster, nbytes: int, calls: int = STREAM_CALLS) -> float:
@@ -138,27 +133,7 @@ def stream_weights(build: Callable[[Sequence[tuple[float, float]]], Cluster],
     simulates the calibration's stream one way of ``n`` bytes a message in its measured time
     (``times_s``, s, one message).
 
-    A size that the cluster without weights (``build(())``) already simulates in its measured
-    time or less weighs 1 (a queued send is never priced faster than a direct one); otherwise
-    the weight is found by bisection between 1 and :data:`MAX_LONE_WEIGHT` — the stream is
-    slower the heavier its bytes — and kept only if the stream's bytes fill
-    :data:`LATENCY_BOUND_SHARE` of its measured time or more (a smaller share says the message
-    waited, not that it moved slower). Empty when every size weighs 1."""
-    free = build(())
-    points = [(n, t) for n, t in sorted(zip(sizes, times_s, strict=True)) if n > 0 and t > 0]
-    table = {float(n): 1.0 for n, _ in points}
-
-    def too_fast(n: int, target: float, weight: float) -> bool:
-        table[float(n)] = weight
-        return stream_s(build(sorted(table.items())), n) <= target
-
-    for n, target in points:
-        simulated = stream_s(free, n)
-        if simulated >= target:
-            continue
-        lo, _ = _bisect(1.0, MAX_LONE_WEIGHT, LONE_WEIGHT_STEPS,
-                        partial(too_fast, n, target))
-        # at weight w the bytes' time is about w/(w − 1) of what the weight added
-        bytes_s = (target - simulated) * lo / (lo - 1.0) if lo > 1.0 else 0.0
-        table[float(n)] = lo if bytes_s >= LATENCY_BOUND_SHARE * target else 1.0
-    return tuple(sorted(table.items())) if any(w > 1.0 for w in table.values()) else ()
+    Solved as the shared links' weights are (:func:`simulator.core.bus.weights_by_size`): a
+    size that the cluster without weights already simulates in its measured time or less
+    weighs 1 — a queued send is never priced faster than a direct one."""
+    return weights_by_size(build, sizes, times_s, stream_s)
