@@ -56,8 +56,9 @@ Only primitives are measured (DESIGN.md, "The lab"):
   (``stream_times_s``, :func:`simulator.core.pingpong.stream_weights`);
 * **send return** — TCP lets a blocking send return once the socket buffers hold what is
   still unread. On loopback rank 0 times, inside the ping-pong, how long each of its sends
-  takes to return, by size (``send_return_times_s``): a 64 KiB send returned at 85 % of the
-  one-way time on the lab's host, a 1–4 MiB one at 55–60 %. On a shaped network rank 0
+  takes to return, by size (``send_return_times_s``): on the lab's host a send of up to
+  16 KiB returned at about half of the one-way time, one of 32–512 KiB at 62–76 %, of
+  1–4 MiB at 54–55 % and of 16 MiB at 97 %. On a shaped network rank 0
   times a blocking send of a large message (:func:`send_buffer_probe_bytes`) to rank 1
   until it returns: S = n − B·t_return is the payload the send buffer holds
   (:func:`send_buffer_bytes`, ``Cluster.send_buffer_bytes``).

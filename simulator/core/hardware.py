@@ -240,10 +240,11 @@ class Cluster:
         port's rate by load — is solved from the calibration's ping-pong so that the simulated
         ping-pong takes its measured time (:mod:`simulator.core.pingpong`): the fitted α
         already holds the posting and the notice that the model charges besides. Where the
-        calibration measured the socket send buffer (``entry.send_buffer_bytes``) a blocking
-        send returns once the buffer holds the rest of its message (:attr:`buffered_sends`),
-        so that the ping-pong's reply finds the notice of a receive posted while it was
-        still arriving, as on the real host; and where it also timed the stream one way
+        calibration timed the ping-pong's send returns (``entry.send_return_times_s``) a
+        blocking send returns once the socket buffers hold what it has left, by size
+        (:attr:`buffered_sends`, :func:`send_buffers`), so that the ping-pong's reply finds
+        the notice of a receive posted while it was still arriving, as on the real host; and
+        where it also timed the stream one way
         (``entry.stream_times_s``), whose sends never find one, a queued message alone on
         the bus is weighed so that the simulated stream takes its measured time
         (:func:`simulator.core.pingpong.stream_weights`,
