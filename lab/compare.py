@@ -358,8 +358,7 @@ def ensure_calibrated(worlds: Sequence[int], backend: str = "gloo",
     and — three ranks or more — the swap posted a step ahead, the stream one way and the
     ping-pong's send returns, :mod:`lab.calibrate`), which would otherwise fall back to α, to
     nothing, to the plain chain and exchanges, to no connections and to sends that complete
-    on arrival, or was measured
-    under another scheduling policy than the ranks will run under
+    on arrival, or was measured under another scheduling policy than the ranks will run under
     (:func:`backends.launch.apply_rank_sched`)."""
     from backends.launch import rank_sched_policy
     from lab.calibrate import calibrate, calibration_sweep
