@@ -115,10 +115,14 @@ class Comm:
 
     def __init__(self, group: Group = None, tracer: Tracer | None = None) -> None:
         self.pg: dist.ProcessGroup | None = None
+        self.tracer = tracer
+        if group is None:  # every rank: one look-up of the default group, not two
+            world = _on(None)
+            self.rank, self.world_size = world.rank(), world.size()
+            self.ranks = self._peers = list(range(self.world_size))
+            return
         me = dist.get_rank()
-        if group is None:
-            self.ranks = list(range(dist.get_world_size()))
-        elif isinstance(group, dist.ProcessGroup):
+        if isinstance(group, dist.ProcessGroup):
             self.pg, self.ranks = group, dist.get_process_group_ranks(group)
         else:
             self.ranks = list(group)
@@ -126,7 +130,6 @@ class Comm:
             raise ValueError(f"rank {me} is not in the team {self.ranks}")
         self.rank = self.ranks.index(me)
         self.world_size = len(self.ranks)
-        self.tracer = tracer
         # a team rank as the process group it posts on names it: its rank in ``pg``, or the
         # global rank on the default group
         self._peers = list(range(self.world_size)) if self.pg is not None else self.ranks
@@ -144,11 +147,17 @@ class Comm:
 
     def send(self, dst: int, tensor: torch.Tensor, tag: int = 0) -> None:
         """Blocking send of ``tensor`` to team rank ``dst``."""
+        if self.tracer is None:  # untraced: no span, no name (a few µs a message in a rank)
+            post_send(tensor, self._peers[dst], tag, self.pg).wait()
+            return
         with span(self.tracer, "send", f"send {self._name(self.rank, dst)}", tensor.nbytes):
             post_send(tensor, self._peers[dst], tag, self.pg).wait()
 
     def recv(self, src: int, tensor: torch.Tensor, tag: int = 0) -> None:
         """Blocking receive from team rank ``src`` into ``tensor``."""
+        if self.tracer is None:
+            post_recv(tensor, self._peers[src], tag, self.pg).wait()
+            return
         with span(self.tracer, "recv", f"recv {self._name(src, self.rank)}", tensor.nbytes):
             post_recv(tensor, self._peers[src], tag, self.pg).wait()
 
