@@ -44,6 +44,11 @@ class Timing:
         """Plain dict (for JSON)."""
         return asdict(self)
 
+    def columns(self, prefix: str) -> dict[str, float]:
+        """``{prefix_median_s, prefix_p10_s, prefix_p90_s}``: a CSV record's columns, s."""
+        return {f"{prefix}_median_s": self.median_s, f"{prefix}_p10_s": self.p10_s,
+                f"{prefix}_p90_s": self.p90_s}
+
 
 def _percentile(ordered: list[float], q: float) -> float:
     """Linear-interpolated percentile of sorted data."""

@@ -26,16 +26,14 @@ ping-pong's one-way time) and prints a table; asserts nothing — run it twice.
 
 from __future__ import annotations
 
-import argparse
 import functools
-from pathlib import Path
 from typing import Any
 
 import torch
 
 from backends.launch import spawn
 from backends.measure import Timing
-from lab.compare import write_csv, write_json
+from lab.compare import benchmark_args, write_csv, write_json
 
 SIZES = [2**k for k in range(16, 25, 2)]
 """Message sizes, bytes: 64 KiB … 16 MiB, those of the collectives' accuracy sweep."""
@@ -95,24 +93,17 @@ def one_way(sizes: list[int], repeats: int, ahead_messages: int = 8) -> list[dic
 def as_record(row: dict[str, Any]) -> dict[str, Any]:
     """One CSV/JSON record: median/p10/p90 of each way, s, and the ratios to the ping-pong."""
     record: dict[str, Any] = {"bytes": row["bytes"]}
-    for way in (*WAYS, "send_return"):
-        t = row[way]
-        record |= {f"{way}_median_s": t.median_s, f"{way}_p10_s": t.p10_s,
-                   f"{way}_p90_s": t.p90_s}
-    for way in (*WAYS[1:], "send_return"):
-        record[f"{way}_over_ping_pong"] = row[way].median_s / row["ping_pong"].median_s
-    return record
+    ways = (*WAYS, "send_return")
+    for way in ways:
+        record |= row[way].columns(way)
+    pp = row["ping_pong"].median_s
+    return record | {f"{way}_over_ping_pong": row[way].median_s / pp for way in ways[1:]}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=15)
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
-    args = parser.parse_args()
-    if args.repeats < 1:
-        parser.error(f"--repeats must be at least 1, got {args.repeats}")
-    records = [as_record(row) for row in spawn(one_way, 2, SIZES, args.repeats,
-                                                timeout=300)[0]]
+    args = benchmark_args(__doc__)
+    rows = spawn(one_way, 2, SIZES, args.repeats, timeout=300)[0]
+    records = [as_record(row) for row in rows]
     print(f"{'size(B)':>10} {'ping-pong(us)':>14} {'stream':>8} {'ahead':>8} {'bcast':>8} "
           f"{'send returns':>13}   (ratios to the ping-pong's one-way time)")
     for r in records:

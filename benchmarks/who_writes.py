@@ -28,9 +28,7 @@ timing on a shared machine is noisy: run it twice.
 
 from __future__ import annotations
 
-import argparse
 import time
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -38,7 +36,7 @@ import torch
 from backends.collectives.comm import post_recv, post_send
 from backends.launch import spawn
 from backends.measure import Timing
-from lab.compare import write_csv, write_json
+from lab.compare import benchmark_args, write_csv, write_json
 
 SIZES = [2**k for k in range(16, 25, 2)]
 """Message sizes, bytes: 64 KiB … 16 MiB, those of the collectives' accuracy sweep."""
@@ -102,21 +100,14 @@ def as_record(row: dict[str, Any]) -> dict[str, Any]:
     """One CSV/JSON record: median/p10/p90 of each way, s, and the ratios to ``early``."""
     record: dict[str, Any] = {"bytes": row["bytes"]}
     for way in WAYS:
-        t = row[way]
-        record |= {f"{way}_median_s": t.median_s, f"{way}_p10_s": t.p10_s,
-                   f"{way}_p90_s": t.p90_s}
+        record |= row[way].columns(way)
     for way in ("late", "stream"):
         record[f"{way}_over_early"] = row[way].median_s / row["early"].median_s
     return record
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=15)
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
-    args = parser.parse_args()
-    if args.repeats < 1:
-        parser.error(f"--repeats must be at least 1, got {args.repeats}")
+    args = benchmark_args(__doc__)
     rows = spawn(one_way, 2, SIZES, args.repeats, timeout=120)[1]
     records = [as_record(row) for row in rows]
     print(f"{'size(B)':>10} {'early(us)':>10} {'late(us)':>10} {'stream(us)':>10} "

@@ -12,6 +12,7 @@ For each (world size, message size) point:
 
 from __future__ import annotations
 
+import argparse
 import csv
 import functools
 import json
@@ -537,6 +538,18 @@ def write_csv(rows: Sequence[dict[str, Any]], path: Path) -> Path:
             writer.writerows(rows)
     tmp.replace(path)
     return path
+
+
+def benchmark_args(doc: str, repeats: int = 15) -> argparse.Namespace:
+    """``--repeats`` (at least 1: else a one-line error, exit status 2) and ``--out`` (the
+    results folder) — the command line of the benchmarks that take nothing else."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=repeats, help="repeats per point")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    args = parser.parse_args()
+    if args.repeats < 1:
+        parser.error(f"--repeats must be at least 1, got {args.repeats}")
+    return args
 
 
 def write_json(doc: Any, path: Path) -> Path:
