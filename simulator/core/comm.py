@@ -191,10 +191,10 @@ class SimComm:
         self._world.sent[key] = seq + 1
         cluster = self._world.cluster
         buffered = cluster.buffered_sends and tag != _BARRIER_TAG
-        returned = (self.env.event() if buffered and cluster.send_buffer(nbytes) is not None
-                    else None)
+        buffer = cluster.send_buffer(nbytes) if buffered else None  # once per send
+        returned = self.env.event() if buffer is not None else None
         delivery = self.env.process(self._deliver(dst, nbytes, (*key, seq), tag, returned,
-                                                  *self._post(tag)))
+                                                  *self._post(tag), buffer_bytes=buffer or 0.0))
         if returned is not None:
             return SimWork(returned)
         if buffered:
@@ -203,7 +203,7 @@ class SimComm:
 
     def _deliver(self, dst: int, nbytes: int, key: tuple[Any, ...], tag: int,
                  returned: simpy.Event | None = None, began: float = 0.0,
-                 posted: float = 0.0) -> SimGen:
+                 posted: float = 0.0, buffer_bytes: float = 0.0) -> SimGen:
         cluster = self._world.cluster
         queued = False
         yield from self._until(posted)
@@ -213,8 +213,7 @@ class SimComm:
             queued = came >= began  # the notice was not there before the rank began the post
         start = self.now
         yield from self._world.network.transfer(
-            self.global_rank, self.ranks[dst], nbytes, returned,
-            cluster.send_buffer(nbytes) or 0.0,
+            self.global_rank, self.ranks[dst], nbytes, returned, buffer_bytes,
             cluster.queued_weight(nbytes) if queued else 1.0,
             cluster.lone_queued_weight(nbytes) if queued else 1.0)
         self._world.arrival(key).succeed(nbytes)
