@@ -149,10 +149,11 @@ def shift_ahead(send: Any, slots: Any, steps: int = SHIFT_AHEAD_STEPS) -> None:
     step. Unlike the pair's exchange, with three or more ranks each connection carries one
     direction only, as in a ring. It is :func:`chain_ahead` among all ranks, with the
     message and the steps of a collective's."""
-    import torch.distributed as dist
+    from backends.collectives.comm import Comm
 
-    if dist.get_world_size() >= 2:  # one rank alone has no one to send to
-        chain_ahead(dist.get_world_size(), send, slots, steps)
+    comm = Comm()  # found once a call, as a collective finds its team
+    if comm.world_size >= 2:  # one rank alone has no one to send to
+        _posted_ahead(comm, send, slots, comm.world_size, steps)
 
 
 def swap_ahead(send: Any, slots: Any, steps: int = SHIFT_AHEAD_STEPS) -> None:
@@ -160,26 +161,32 @@ def swap_ahead(send: Any, slots: Any, steps: int = SHIFT_AHEAD_STEPS) -> None:
     rank without a partner stays out): the same messages posted the same way, but each
     connection carries both directions at once, as recursive doubling's do. Beside the shift
     it prices what a swap pays that a ring's one-way steps do not."""
-    import torch.distributed as dist
+    from backends.collectives.comm import Comm
 
-    peer = dist.get_rank() ^ 1
-    if peer < dist.get_world_size():
-        _posted_ahead(send, slots, peer, peer, steps)
+    comm = Comm()
+    peer = comm.rank ^ 1
+    if peer < comm.world_size:
+        _posted_ahead(comm, send, slots, None, steps)
 
 
-def _posted_ahead(send: Any, slots: Any, left: int, right: int, steps: int) -> None:
-    """``steps`` steps of receive from ``left`` and send to ``right``, each receive after the
-    first posted a step ahead (into the other row of ``slots``)."""
-    from backends.collectives.comm import post_recv, post_send
-
+def _posted_ahead(comm: Any, send: Any, slots: Any, k: int | None, steps: int) -> None:
+    """``steps`` steps of receive from the left and send to the right neighbour among ranks
+    ``0 … k−1`` (``k`` None: both are the partner ``rank xor 1``), each receive after the
+    first posted a step ahead (into the other row of ``slots``). Posted as the rings post
+    (:meth:`backends.collectives.comm.Comm.isend` on the ``comm`` made for the call), with
+    nothing but the loop between a receive's end and the next send: the one view a step cuts
+    (the next row) is cut after the send is posted, as in
+    :func:`backends.collectives.all_gather.ring_all_gather_chunks`."""
     if steps < 1:
         return
-    ahead = post_recv(slots[0], left)
+    r = comm.rank
+    left, right = (r ^ 1, r ^ 1) if k is None else ((r - 1) % k, (r + 1) % k)
+    ahead = comm.irecv(left, slots[0])
     for step in range(steps):
         current = ahead
-        sent = post_send(send, right)
+        sent = comm.isend(right, send)
         if step + 1 < steps:
-            ahead = post_recv(slots[(step + 1) % 2], left)
+            ahead = comm.irecv(left, slots[(step + 1) % 2])
         current.wait()
         sent.wait()
 
@@ -215,11 +222,11 @@ def chain_ahead(k: int, send: Any, slots: Any, steps: int = CHAIN_STEPS) -> None
     that was posted one step *earlier*, after posting the next one (into the other of the two
     rows of ``slots``) — so the left neighbour's next send finds its receive ready. Ranks
     ``≥ k`` stay out. Its time divided by ``steps`` is one step."""
-    import torch.distributed as dist
+    from backends.collectives.comm import Comm
 
-    rank = dist.get_rank()
-    if rank < k:
-        _posted_ahead(send, slots, (rank - 1) % k, (rank + 1) % k, steps)
+    comm = Comm()
+    if comm.rank < k:
+        _posted_ahead(comm, send, slots, k, steps)
 
 
 LATE_RECEIVE_S = 1e-3

@@ -37,20 +37,32 @@ def ring_all_gather_chunks(comm: Comm, buf: torch.Tensor, bounds: list[tuple[int
     ``mine`` is ``rank`` for an all-gather and ``rank − root`` for a broadcast; step ``s``
     sends chunk ``mine − s`` right and receives chunk ``mine − s − 1`` from the left. The
     receive of step ``s + 1`` is posted before step ``s`` is waited for, so that the left
-    neighbour's send finds it ready (see :mod:`~backends.collectives.comm`).
+    neighbour's send finds it ready (see :mod:`~backends.collectives.comm`). Nothing but the
+    loop stands between a receive's end and the next send: that send's chunk is the view the
+    receive filled, and the one view a step makes (the receive posted ahead) is cut after
+    the send is posted — with four ranks on two cores, cutting the views in the loop before
+    the send cost about 25 µs a step (``benchmarks/ring_step_python.py``).
     """
     p = comm.world_size
     right, left = (comm.rank + 1) % p, (comm.rank - 1) % p
 
     def chunk(i: int) -> torch.Tensor:
-        return buf[bounds[i % p][0]:bounds[i % p][1]]
+        lo, hi = bounds[i % p]
+        return buf[lo:hi]
 
-    sends, ahead = [], None
+    if p < 2:
+        return
+    outgoing, into = chunk(mine), chunk(mine - 1)
+    ahead = comm.irecv(left, into)  # before the first send
+    sends = []
     for step in range(p - 1):
-        current = ahead or comm.irecv(left, chunk(mine - step - 1))  # before the send
-        sends.append(comm.isend(right, chunk(mine - step)))
-        ahead = comm.irecv(left, chunk(mine - step - 2)) if step + 2 < p else None
+        current, got = ahead, into
+        sends.append(comm.isend(right, outgoing))
+        if step + 2 < p:
+            into = chunk(mine - step - 2)
+            ahead = comm.irecv(left, into)
         current.wait()
+        outgoing = got  # the chunk just received goes right next
     for work in sends:
         work.wait()
 

@@ -8,8 +8,9 @@ its simulated twin line by line::
     work = comm.isend(dst, chunk); work.wait()  work = comm.isend(dst, nbytes); yield work.wait()
     comm.reduce(acc, incoming, op)              yield from comm.reduce(nbytes)
 
-Messages are posted on the process group itself (:func:`post_send`, :func:`post_recv`),
-not through ``dist.isend``, and an untraced run gets the group's own work objects: a ring posts
+Messages are posted on the process group itself, found once when the ``Comm`` is made (as
+:func:`post_send` and :func:`post_recv` post a lone message), not through ``dist.isend``, and
+an untraced run gets the group's own work objects: a ring posts
 twice a step, and on a host with more ranks than cores (four on two) every microsecond of a
 rank's Python is paid again by the ranks waiting for a core (``dist.isend``'s argument
 checks and a wrapper per message were a measurable part of a small all-reduce among four
@@ -91,8 +92,9 @@ def post_send(tensor: torch.Tensor, dst: int, tag: int = 0,
     ``dist.isend`` does the same after a few microseconds of Python (finding the default
     group, translating ranks, checking arguments) that a ring pays twice a step; on a host
     with more ranks than cores that CPU is paid again by every rank waiting for a core. The
-    collectives post through here, and so does the calibration that prices their steps
-    (:mod:`lab.calibrate`), so that what is measured is what the algorithms run.
+    collectives post the same way (:meth:`Comm.isend`, on the group their ``Comm`` found),
+    and so does the calibration that prices their steps (:mod:`lab.calibrate`), so that what
+    is measured is what the algorithms run.
     """
     return _on(pg).send([tensor], dst, tag)
 
@@ -117,7 +119,7 @@ class Comm:
         self.pg: dist.ProcessGroup | None = None
         self.tracer = tracer
         if group is None:  # every rank: one look-up of the default group, not two
-            world = _on(None)
+            world = self._group = _on(None)
             self.rank, self.world_size = world.rank(), world.size()
             self.ranks = self._peers = list(range(self.world_size))
             return
@@ -130,6 +132,7 @@ class Comm:
             raise ValueError(f"rank {me} is not in the team {self.ranks}")
         self.rank = self.ranks.index(me)
         self.world_size = len(self.ranks)
+        self._group = _on(self.pg)  # the process group its messages are posted on
         # a team rank as the process group it posts on names it: its rank in ``pg``, or the
         # global rank on the default group
         self._peers = list(range(self.world_size)) if self.pg is not None else self.ranks
@@ -148,7 +151,7 @@ class Comm:
     def send(self, dst: int, tensor: torch.Tensor, tag: int = 0) -> None:
         """Blocking send of ``tensor`` to team rank ``dst``."""
         if self.tracer is None:  # untraced: no span, no name (a few µs a message in a rank)
-            post_send(tensor, self._peers[dst], tag, self.pg).wait()
+            self._group.send([tensor], self._peers[dst], tag).wait()
             return
         with span(self.tracer, "send", f"send {self._name(self.rank, dst)}", tensor.nbytes):
             post_send(tensor, self._peers[dst], tag, self.pg).wait()
@@ -156,15 +159,15 @@ class Comm:
     def recv(self, src: int, tensor: torch.Tensor, tag: int = 0) -> None:
         """Blocking receive from team rank ``src`` into ``tensor``."""
         if self.tracer is None:
-            post_recv(tensor, self._peers[src], tag, self.pg).wait()
+            self._group.recv([tensor], self._peers[src], tag).wait()
             return
         with span(self.tracer, "recv", f"recv {self._name(src, self.rank)}", tensor.nbytes):
             post_recv(tensor, self._peers[src], tag, self.pg).wait()
 
     def isend(self, dst: int, tensor: torch.Tensor, tag: int = 0) -> Pending:
         """Start sending ``tensor`` to ``dst``; do not touch ``tensor`` before ``wait()``."""
-        if self.tracer is None:
-            return post_send(tensor, self._peers[dst], tag, self.pg)  # type: ignore[no-any-return]
+        if self.tracer is None:  # posted on the group found once, in __init__
+            return self._group.send([tensor], self._peers[dst], tag)
         start = time.perf_counter()
         return Work(post_send(tensor, self._peers[dst], tag, self.pg), self.tracer, "send",
                     f"send {self._name(self.rank, dst)}", tensor.nbytes, start)
@@ -172,7 +175,7 @@ class Comm:
     def irecv(self, src: int, tensor: torch.Tensor, tag: int = 0) -> Pending:
         """Post a receive from ``src`` into ``tensor``; it is filled once ``wait()`` returns."""
         if self.tracer is None:
-            return post_recv(tensor, self._peers[src], tag, self.pg)  # type: ignore[no-any-return]
+            return self._group.recv([tensor], self._peers[src], tag)
         start = time.perf_counter()
         return Work(post_recv(tensor, self._peers[src], tag, self.pg), self.tracer, "recv",
                     f"recv {self._name(src, self.rank)}", tensor.nbytes, start)

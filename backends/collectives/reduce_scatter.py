@@ -54,12 +54,21 @@ def ring_reduce_scatter_chunks(comm: Comm, buf: torch.Tensor, bounds: list[tuple
     into one of two rows of a scratch buffer (the same rows from call to call,
     :func:`~backends.collectives.comm.scratch_rows`), then reduces it in place. The receive
     of step ``s + 1`` is posted into the other row before step ``s`` is waited for, so that
-    the left neighbour's send finds it ready, as in gloo's own ring.
+    the left neighbour's send finds it ready, as in gloo's own ring. The chunk step ``s + 1``
+    sends is the one step ``s`` reduced into: its view is cut once, before the wait, so that
+    only the reduction stands between a receive's end and the next send
+    (:func:`~backends.collectives.all_gather.ring_all_gather_chunks`).
     """
     p, r = comm.world_size, comm.rank
+    if p < 2:
+        return
     right, left = (r + 1) % p, (r - 1) % p
     size, slots = max(hi - lo for lo, hi in bounds), min(2, p - 1)
     rows = scratch_rows(buf, slots, size)  # the same row tensors call after call
+
+    def chunk(i: int) -> torch.Tensor:
+        lo, hi = bounds[i % p]
+        return buf[lo:hi]
 
     def receive(step: int) -> tuple[Pending, torch.Tensor]:  # chunk r - step - 2, row step % 2
         lo, hi = bounds[(r - step - 2) % p]
@@ -67,15 +76,17 @@ def ring_reduce_scatter_chunks(comm: Comm, buf: torch.Tensor, bounds: list[tuple
         into = row if hi - lo == size else row[:hi - lo]  # cut only a shorter chunk's
         return comm.irecv(left, into), into
 
-    sends, ahead = [], None
+    outgoing = chunk(r - 1)
+    ahead = receive(0)  # posted before the first send (see Comm.sendrecv)
+    sends = []
     for step in range(p - 1):
-        current, into = ahead or receive(step)  # posted before the send (see Comm.sendrecv)
-        lo, hi = bounds[(r - step - 1) % p]
-        sends.append(comm.isend(right, buf[lo:hi]))
-        ahead = receive(step + 1) if step + 2 < p else None
+        current, into = ahead
+        sends.append(comm.isend(right, outgoing))
+        if step + 2 < p:
+            ahead = receive(step + 1)
+        outgoing = chunk(r - step - 2)  # reduced into now, sent right next step
         current.wait()
-        lo, hi = bounds[(r - step - 2) % p]
-        comm.reduce(buf[lo:hi], into, op)
+        comm.reduce(outgoing, into, op)
     for work in sends:
         work.wait()
 
