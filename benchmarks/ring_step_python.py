@@ -16,7 +16,14 @@ a ring's shift, 16 KiB … 1 MiB a message — time per step:
   end and the next send;
 * ``views_made_before`` — every view cut before the call is timed: the floor, no view at all;
 * ``shift_ahead`` — the calibration's primitive (:func:`lab.calibrate.shift_ahead`) with as
-  many steps, the one the collectives' model prices a ring step by.
+  many steps, the one the collectives' model prices a ring step by;
+* ``reduce_scatter`` — :func:`~backends.collectives.reduce_scatter.ring_reduce_scatter_chunks`
+  of the same chunks (float32): the same messages, each step's receive reduced into the chunk
+  the next step sends;
+* ``all_reduce`` — :func:`backends.collectives.all_reduce.ring_all_reduce` of the same buffer,
+  per step of its ``2(p − 1)``;
+* ``reduce`` — one message's reduction, ``acc.add_(incoming)`` into a chunk of a buffer of the
+  all-reduce's size, every rank at once (not a step: the CPU a reduce-scatter step adds).
 
 Writes ``ring_step_python.json``/``.csv`` (median, p10, p90 per way and size, and each way's
 ratio to ``shift_ahead``) and prints a table; asserts nothing — run it twice.
@@ -35,7 +42,10 @@ from lab.compare import benchmark_args, write_csv, write_json
 
 SIZES = [2**k for k in range(14, 21, 2)]
 """Bytes per message: 16 KiB … 1 MiB, the chunks of the accuracy sweep's 64 KiB … 4 MiB."""
-WAYS = ("all_gather", "views_before_send", "views_made_before", "shift_ahead")
+WAYS = ("all_gather", "views_before_send", "views_made_before", "reduce_scatter", "all_reduce",
+        "reduce", "shift_ahead")
+PER_CALL = {"all_reduce": 2}
+"""Steps per call, in units of ``p − 1``, where not one."""
 WORLD = 4
 
 
@@ -79,11 +89,30 @@ def views_made_before(outgoing: list[torch.Tensor], into: list[torch.Tensor]) ->
         work.wait()
 
 
+def reduce_scatter(buf: torch.Tensor, p: int) -> None:
+    """The ring reduce-scatter's steps over ``buf`` (``p`` chunks), SUM."""
+    import torch.distributed as dist
+
+    from backends.collectives.comm import Comm
+    from backends.collectives.reduce_scatter import ring_reduce_scatter_chunks
+    from simulator.collectives.chunks import chunk_bounds
+
+    ring_reduce_scatter_chunks(Comm(), buf, chunk_bounds(buf.numel(), p), dist.ReduceOp.SUM)
+
+
+def reductions(buf: torch.Tensor, incoming: torch.Tensor, p: int) -> None:
+    """``p − 1`` reductions of ``incoming`` into the chunks of ``buf``, one a chunk."""
+    k = incoming.numel()
+    for i in range(p - 1):
+        buf[i * k:(i + 1) * k].add_(incoming)
+
+
 def ring_steps(sizes: list[int], repeats: int) -> list[dict[str, Any]]:
     """Rank function: every way at every size; rank 0 returns the rows (time per step)."""
     import torch.distributed as dist
 
     from backends.collectives.all_gather import ring_all_gather_chunks
+    from backends.collectives.all_reduce import ring_all_reduce
     from backends.collectives.comm import Comm
     from backends.measure import measure_many
     from lab.calibrate import shift_ahead
@@ -101,6 +130,9 @@ def ring_steps(sizes: list[int], repeats: int) -> list[dict[str, Any]]:
                   functools.partial(views_made_before,
                                     [views[(r - s) % p] for s in range(p - 1)],
                                     [views[(r - s - 1) % p] for s in range(p - 1)]),
+                  functools.partial(reduce_scatter, torch.zeros(p * n // 4), p),
+                  functools.partial(ring_all_reduce, torch.zeros(p * n // 4)),
+                  functools.partial(reductions, torch.zeros(p * n // 4), torch.ones(n // 4), p),
                   functools.partial(shift_ahead, torch.zeros(n, dtype=torch.uint8),
                                     torch.empty(2, n, dtype=torch.uint8), p - 1)]
     timings = iter(measure_many(steps, repeats=repeats, repeat_s=SUSTAINED_REPEAT_S))
@@ -109,7 +141,8 @@ def ring_steps(sizes: list[int], repeats: int) -> list[dict[str, Any]]:
         row: dict[str, Any] = {"bytes": n}
         for way in WAYS:
             t = next(timings)
-            row[way] = Timing(t.median_s / (p - 1), t.p10_s / (p - 1), t.p90_s / (p - 1), ())
+            k = (p - 1) * PER_CALL.get(way, 1)
+            row[way] = Timing(t.median_s / k, t.p10_s / k, t.p90_s / k, ())
         rows.append(row)
     return rows
 
@@ -128,11 +161,14 @@ def main() -> None:
     rows = spawn(ring_steps, WORLD, SIZES, args.repeats, timeout=300)[0]
     records = [as_record(row) for row in rows]
     print(f"{'bytes/msg':>10} {'shift(us/step)':>15} {'all_gather':>11} {'views before':>13} "
-          f"{'views made':>11}   (ratios to the shift)")
+          f"{'views made':>11} {'red.-scatter':>13} {'all-reduce':>11} {'reduce':>7}"
+          "   (ratios to the shift)")
     for rec in records:
         print(f"{rec['bytes']:>10} {rec['shift_ahead_median_s'] * 1e6:>15.0f} "
               f"{rec['all_gather_over_shift']:>11.2f} {rec['views_before_send_over_shift']:>13.2f} "
-              f"{rec['views_made_before_over_shift']:>11.2f}")
+              f"{rec['views_made_before_over_shift']:>11.2f} "
+              f"{rec['reduce_scatter_over_shift']:>13.2f} {rec['all_reduce_over_shift']:>11.2f} "
+              f"{rec['reduce_over_shift']:>7.2f}")
     write_csv(records, args.out / "ring_step_python.csv")
     write_json({"records": records}, args.out / "ring_step_python.json")
 
