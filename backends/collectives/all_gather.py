@@ -41,7 +41,7 @@ def ring_all_gather_chunks(comm: Comm, buf: torch.Tensor, bounds: list[tuple[int
     loop stands between a receive's end and the next send: that send's chunk is the view the
     receive filled, and the one view a step makes (the receive posted ahead) is cut after
     the send is posted — with four ranks on two cores, cutting the views in the loop before
-    the send cost about 25 µs a step (``benchmarks/ring_step_python.py``).
+    the send cost 45–80 µs a step (``benchmarks/ring_step_python.py``).
     """
     p = comm.world_size
     right, left = (comm.rank + 1) % p, (comm.rank - 1) % p
