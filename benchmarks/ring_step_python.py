@@ -20,6 +20,8 @@ a ring's shift, 16 KiB … 1 MiB a message — time per step:
 * ``reduce_scatter`` — :func:`~backends.collectives.reduce_scatter.ring_reduce_scatter_chunks`
   of the same chunks (float32): the same messages, each step's receive reduced into the chunk
   the next step sends;
+* ``unreduced`` — the same reduce-scatter with its reductions skipped (a ``Comm`` whose
+  ``reduce`` does nothing): its messages and views alone;
 * ``all_reduce`` — :func:`backends.collectives.all_reduce.ring_all_reduce` of the same buffer,
   per step of its ``2(p − 1)``;
 * ``reduce`` — one message's reduction, ``acc.add_(incoming)`` into a chunk of a buffer of the
@@ -42,8 +44,8 @@ from lab.compare import benchmark_args, write_csv, write_json
 
 SIZES = [2**k for k in range(14, 21, 2)]
 """Bytes per message: 16 KiB … 1 MiB, the chunks of the accuracy sweep's 64 KiB … 4 MiB."""
-WAYS = ("all_gather", "views_before_send", "views_made_before", "reduce_scatter", "all_reduce",
-        "reduce", "shift_ahead")
+WAYS = ("all_gather", "views_before_send", "views_made_before", "reduce_scatter", "unreduced",
+        "all_reduce", "reduce", "shift_ahead")
 PER_CALL = {"all_reduce": 2}
 """Steps per call, in units of ``p − 1``, where not one."""
 WORLD = 4
@@ -89,15 +91,21 @@ def views_made_before(outgoing: list[torch.Tensor], into: list[torch.Tensor]) ->
         work.wait()
 
 
-def reduce_scatter(buf: torch.Tensor, p: int) -> None:
-    """The ring reduce-scatter's steps over ``buf`` (``p`` chunks), SUM."""
+def reduce_scatter(buf: torch.Tensor, p: int, reduced: bool = True) -> None:
+    """The ring reduce-scatter's steps over ``buf`` (``p`` chunks), SUM; ``reduced`` False:
+    every reduction skipped, the messages and views as they are."""
     import torch.distributed as dist
 
     from backends.collectives.comm import Comm
     from backends.collectives.reduce_scatter import ring_reduce_scatter_chunks
     from simulator.collectives.chunks import chunk_bounds
 
-    ring_reduce_scatter_chunks(Comm(), buf, chunk_bounds(buf.numel(), p), dist.ReduceOp.SUM)
+    class Unreduced(Comm):
+        def reduce(self, acc: torch.Tensor, incoming: torch.Tensor, op: Any) -> None:
+            pass
+
+    comm = Comm() if reduced else Unreduced()
+    ring_reduce_scatter_chunks(comm, buf, chunk_bounds(buf.numel(), p), dist.ReduceOp.SUM)
 
 
 def reductions(buf: torch.Tensor, incoming: torch.Tensor, p: int) -> None:
@@ -131,6 +139,7 @@ def ring_steps(sizes: list[int], repeats: int) -> list[dict[str, Any]]:
                                     [views[(r - s) % p] for s in range(p - 1)],
                                     [views[(r - s - 1) % p] for s in range(p - 1)]),
                   functools.partial(reduce_scatter, torch.zeros(p * n // 4), p),
+                  functools.partial(reduce_scatter, torch.zeros(p * n // 4), p, False),
                   functools.partial(ring_all_reduce, torch.zeros(p * n // 4)),
                   functools.partial(reductions, torch.zeros(p * n // 4), torch.ones(n // 4), p),
                   functools.partial(shift_ahead, torch.zeros(n, dtype=torch.uint8),
@@ -161,13 +170,15 @@ def main() -> None:
     rows = spawn(ring_steps, WORLD, SIZES, args.repeats, timeout=300)[0]
     records = [as_record(row) for row in rows]
     print(f"{'bytes/msg':>10} {'shift(us/step)':>15} {'all_gather':>11} {'views before':>13} "
-          f"{'views made':>11} {'red.-scatter':>13} {'all-reduce':>11} {'reduce':>7}"
+          f"{'views made':>11} {'red.-scatter':>13} {'unreduced':>10} {'all-reduce':>11} "
+          f"{'reduce':>7}"
           "   (ratios to the shift)")
     for rec in records:
         print(f"{rec['bytes']:>10} {rec['shift_ahead_median_s'] * 1e6:>15.0f} "
               f"{rec['all_gather_over_shift']:>11.2f} {rec['views_before_send_over_shift']:>13.2f} "
               f"{rec['views_made_before_over_shift']:>11.2f} "
-              f"{rec['reduce_scatter_over_shift']:>13.2f} {rec['all_reduce_over_shift']:>11.2f} "
+              f"{rec['reduce_scatter_over_shift']:>13.2f} {rec['unreduced_over_shift']:>10.2f} "
+              f"{rec['all_reduce_over_shift']:>11.2f} "
               f"{rec['reduce_over_shift']:>7.2f}")
     write_csv(records, args.out / "ring_step_python.csv")
     write_json({"records": records}, args.out / "ring_step_python.json")
