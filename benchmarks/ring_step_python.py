@@ -37,7 +37,10 @@ import functools
 from typing import Any
 
 import torch
+from torch.distributed import ReduceOp
 
+from backends.collectives.comm import Comm
+from backends.collectives.reduce_scatter import ring_reduce_scatter_chunks
 from backends.launch import spawn
 from backends.measure import Timing
 from lab.compare import benchmark_args, write_csv, write_json
@@ -53,8 +56,6 @@ WORLD = 4
 
 def views_before_send(buf: torch.Tensor, bounds: list[tuple[int, int]]) -> None:
     """The ring all-gather's loop cutting both of a step's views before posting them."""
-    from backends.collectives.comm import Comm
-
     comm = Comm()
     p, mine = comm.world_size, comm.rank
     right, left = (mine + 1) % p, (mine - 1) % p
@@ -75,8 +76,6 @@ def views_before_send(buf: torch.Tensor, bounds: list[tuple[int, int]]) -> None:
 def views_made_before(outgoing: list[torch.Tensor], into: list[torch.Tensor]) -> None:
     """The same messages with every view already cut: step ``s`` sends ``outgoing[s]`` and
     receives into ``into[s]``."""
-    from backends.collectives.comm import Comm
-
     comm = Comm()
     p = comm.world_size
     right, left = (comm.rank + 1) % p, (comm.rank - 1) % p
@@ -91,21 +90,18 @@ def views_made_before(outgoing: list[torch.Tensor], into: list[torch.Tensor]) ->
         work.wait()
 
 
-def reduce_scatter(buf: torch.Tensor, p: int, reduced: bool = True) -> None:
-    """The ring reduce-scatter's steps over ``buf`` (``p`` chunks), SUM; ``reduced`` False:
-    every reduction skipped, the messages and views as they are."""
-    import torch.distributed as dist
+class Unreduced(Comm):
+    """A ``Comm`` whose reductions are skipped: a reduce-scatter's messages and views alone."""
 
-    from backends.collectives.comm import Comm
-    from backends.collectives.reduce_scatter import ring_reduce_scatter_chunks
-    from simulator.collectives.chunks import chunk_bounds
+    def reduce(self, acc: torch.Tensor, incoming: torch.Tensor, op: ReduceOp) -> None:
+        pass
 
-    class Unreduced(Comm):
-        def reduce(self, acc: torch.Tensor, incoming: torch.Tensor, op: Any) -> None:
-            pass
 
-    comm = Comm() if reduced else Unreduced()
-    ring_reduce_scatter_chunks(comm, buf, chunk_bounds(buf.numel(), p), dist.ReduceOp.SUM)
+def reduce_scatter(buf: torch.Tensor, bounds: list[tuple[int, int]],
+                   comm_class: type[Comm] = Comm) -> None:
+    """The ring reduce-scatter's steps over ``buf`` cut at ``bounds``, SUM, with a ``Comm``
+    made for the call (:class:`Unreduced`: every reduction skipped)."""
+    ring_reduce_scatter_chunks(comm_class(), buf, bounds, ReduceOp.SUM)
 
 
 def reductions(buf: torch.Tensor, incoming: torch.Tensor, p: int) -> None:
@@ -121,7 +117,6 @@ def ring_steps(sizes: list[int], repeats: int) -> list[dict[str, Any]]:
 
     from backends.collectives.all_gather import ring_all_gather_chunks
     from backends.collectives.all_reduce import ring_all_reduce
-    from backends.collectives.comm import Comm
     from backends.measure import measure_many
     from lab.calibrate import shift_ahead
     from simulator.collectives.chunks import chunk_bounds
@@ -133,13 +128,15 @@ def ring_steps(sizes: list[int], repeats: int) -> list[dict[str, Any]]:
         buf = torch.zeros(p * n, dtype=torch.uint8)
         bounds = chunk_bounds(p * n, p)
         views = [buf[lo:hi] for lo, hi in bounds]
+        floats = torch.zeros(p * n // 4)  # the reduce-scatter's and all-reduce's buffer
+        float_bounds = chunk_bounds(p * n // 4, p)
         steps += [lambda buf=buf, bounds=bounds: ring_all_gather_chunks(Comm(), buf, bounds, r),
                   functools.partial(views_before_send, buf, bounds),
                   functools.partial(views_made_before,
                                     [views[(r - s) % p] for s in range(p - 1)],
                                     [views[(r - s - 1) % p] for s in range(p - 1)]),
-                  functools.partial(reduce_scatter, torch.zeros(p * n // 4), p),
-                  functools.partial(reduce_scatter, torch.zeros(p * n // 4), p, False),
+                  functools.partial(reduce_scatter, floats, float_bounds),
+                  functools.partial(reduce_scatter, floats, float_bounds, Unreduced),
                   functools.partial(ring_all_reduce, torch.zeros(p * n // 4)),
                   functools.partial(reductions, torch.zeros(p * n // 4), torch.ones(n // 4), p),
                   functools.partial(shift_ahead, torch.zeros(n, dtype=torch.uint8),
