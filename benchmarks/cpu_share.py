@@ -30,7 +30,7 @@ from backends.collectives.all_gather import ring_all_gather
 from backends.collectives.all_reduce import recursive_doubling_all_reduce, ring_all_reduce
 from backends.collectives.broadcast import binomial_broadcast
 from backends.launch import spawn
-from lab.compare import write_csv, write_json
+from lab.compare import write_records
 
 SIZES = [2**k for k in range(16, 23, 2)]
 """Buffer sizes, bytes: 64 KiB … 4 MiB."""
@@ -89,8 +89,7 @@ def main() -> None:
         records.append(record)
         print(f"{record['twin']:<30} {record['bytes']:>9} {wall * 1e6:>9.0f} "
               f"{busy * 1e6:>13.0f} {record['cpu_share']:>9.2f}")
-    write_csv(records, args.out / "cpu_share.csv")
-    write_json({"records": records}, args.out / "cpu_share.json")
+    write_records(records, args.out, "cpu_share")
 
 
 if __name__ == "__main__":

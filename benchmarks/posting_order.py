@@ -42,7 +42,7 @@ import torch
 from backends.collectives.comm import Comm
 from backends.launch import spawn
 from backends.measure import Timing, measure_many
-from lab.compare import write_csv, write_json
+from lab.compare import write_records
 from simulator.core.calibration import SUSTAINED_REPEAT_S
 
 SIZES = [2**k for k in range(16, 25, 2)]
@@ -108,9 +108,7 @@ def main() -> None:
             print(f"{world:>5} {r['bytes']:>10} {r['send_first_median_s'] * 1e3:>15.3f} "
                   f"{r['recv_first_median_s'] * 1e3:>15.3f} "
                   f"{r['ratio_recv_first_over_send_first']:>6.2f}", flush=True)
-    write_csv(records, args.out / "posting_order.csv")
-    write_json({"records": records}, args.out / "posting_order.json")
-    print(f"wrote {args.out / 'posting_order.json'}", file=sys.stderr)
+    print(f"wrote {write_records(records, args.out, 'posting_order')}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ from backends.collectives.comm import Comm
 from backends.collectives.reduce_scatter import ring_reduce_scatter_chunks
 from backends.launch import spawn
 from backends.measure import Timing
-from lab.compare import benchmark_args, write_csv, write_json
+from lab.compare import benchmark_args, write_records
 
 SIZES = [2**k for k in range(14, 21, 2)]
 """Bytes per message: 16 KiB … 1 MiB, the chunks of the accuracy sweep's 64 KiB … 4 MiB."""
@@ -177,8 +177,7 @@ def main() -> None:
               f"{rec['reduce_scatter_over_shift']:>13.2f} {rec['unreduced_over_shift']:>10.2f} "
               f"{rec['all_reduce_over_shift']:>11.2f} "
               f"{rec['reduce_over_shift']:>7.2f}")
-    write_csv(records, args.out / "ring_step_python.csv")
-    write_json({"records": records}, args.out / "ring_step_python.json")
+    write_records(records, args.out, "ring_step_python")
 
 
 if __name__ == "__main__":

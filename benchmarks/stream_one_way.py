@@ -33,7 +33,7 @@ import torch
 
 from backends.launch import spawn
 from backends.measure import Timing
-from lab.compare import benchmark_args, write_csv, write_json
+from lab.compare import benchmark_args, write_records
 
 SIZES = [2**k for k in range(16, 25, 2)]
 """Message sizes, bytes: 64 KiB … 16 MiB, those of the collectives' accuracy sweep."""
@@ -110,8 +110,7 @@ def main() -> None:
         print(f"{r['bytes']:>10} {r['ping_pong_median_s'] * 1e6:>14.0f} "
               f"{r['stream_over_ping_pong']:>8.2f} {r['stream_ahead_over_ping_pong']:>8.2f} "
               f"{r['broadcast_over_ping_pong']:>8.2f} {r['send_return_over_ping_pong']:>13.2f}")
-    write_csv(records, args.out / "stream_one_way.csv")
-    write_json({"records": records}, args.out / "stream_one_way.json")
+    write_records(records, args.out, "stream_one_way")
 
 
 if __name__ == "__main__":

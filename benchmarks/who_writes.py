@@ -36,7 +36,7 @@ import torch
 from backends.collectives.comm import post_recv, post_send
 from backends.launch import spawn
 from backends.measure import Timing
-from lab.compare import benchmark_args, write_csv, write_json
+from lab.compare import benchmark_args, write_records
 
 SIZES = [2**k for k in range(16, 25, 2)]
 """Message sizes, bytes: 64 KiB … 16 MiB, those of the collectives' accuracy sweep."""
@@ -116,8 +116,7 @@ def main() -> None:
         print(f"{r['bytes']:>10} {r['early_median_s'] * 1e6:>10.0f} "
               f"{r['late_median_s'] * 1e6:>10.0f} {r['stream_median_s'] * 1e6:>10.0f} "
               f"{r['late_over_early']:>10.2f} {r['stream_over_early']:>12.2f}")
-    write_csv(records, args.out / "who_writes.csv")
-    write_json({"records": records}, args.out / "who_writes.json")
+    write_records(records, args.out, "who_writes")
 
 
 if __name__ == "__main__":

@@ -82,7 +82,7 @@ import functools
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -106,6 +106,9 @@ from simulator.core.calibration import (
 from simulator.core.calibration import (  # re-exported: the lab's fit, chapter 1's exercise
     fit_alpha_beta as fit_alpha_beta,
 )
+
+if TYPE_CHECKING:
+    from backends.collectives.comm import Comm
 
 DEFAULT_SIZES = tuple(2**k for k in range(10, 27))  # 1 KiB … 64 MiB, ×2
 QUICK_SIZES = tuple(2**k for k in range(10, 27, 2))  # 1 KiB … 64 MiB, ×4
@@ -169,7 +172,7 @@ def swap_ahead(send: Any, slots: Any, steps: int = SHIFT_AHEAD_STEPS) -> None:
         _posted_ahead(comm, send, slots, None, steps)
 
 
-def _posted_ahead(comm: Any, send: Any, slots: Any, k: int | None, steps: int) -> None:
+def _posted_ahead(comm: Comm, send: Any, slots: Any, k: int | None, steps: int) -> None:
     """``steps`` steps of receive from the left and send to the right neighbour among ranks
     ``0 … k−1`` (``k`` None: both are the partner ``rank xor 1``), each receive after the
     first posted a step ahead (into the other row of ``slots``). Posted as the rings post

@@ -552,6 +552,13 @@ def benchmark_args(doc: str, repeats: int = 15) -> argparse.Namespace:
     return args
 
 
+def write_records(records: Sequence[dict[str, Any]], out: Path, stem: str) -> Path:
+    """A benchmark's records as ``out/stem.csv`` and ``out/stem.json`` (``{"records": …}``,
+    written atomically); returns the JSON file's path."""
+    write_csv(records, out / f"{stem}.csv")
+    return write_json({"records": list(records)}, out / f"{stem}.json")
+
+
 def write_json(doc: Any, path: Path) -> Path:
     """A JSON document, written atomically."""
     path.parent.mkdir(parents=True, exist_ok=True)

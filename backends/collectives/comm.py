@@ -154,7 +154,7 @@ class Comm:
             self._group.send([tensor], self._peers[dst], tag).wait()
             return
         with span(self.tracer, "send", f"send {self._name(self.rank, dst)}", tensor.nbytes):
-            post_send(tensor, self._peers[dst], tag, self.pg).wait()
+            self._group.send([tensor], self._peers[dst], tag).wait()
 
     def recv(self, src: int, tensor: torch.Tensor, tag: int = 0) -> None:
         """Blocking receive from team rank ``src`` into ``tensor``."""
@@ -162,14 +162,14 @@ class Comm:
             self._group.recv([tensor], self._peers[src], tag).wait()
             return
         with span(self.tracer, "recv", f"recv {self._name(src, self.rank)}", tensor.nbytes):
-            post_recv(tensor, self._peers[src], tag, self.pg).wait()
+            self._group.recv([tensor], self._peers[src], tag).wait()
 
     def isend(self, dst: int, tensor: torch.Tensor, tag: int = 0) -> Pending:
         """Start sending ``tensor`` to ``dst``; do not touch ``tensor`` before ``wait()``."""
-        if self.tracer is None:  # posted on the group found once, in __init__
+        if self.tracer is None:
             return self._group.send([tensor], self._peers[dst], tag)
         start = time.perf_counter()
-        return Work(post_send(tensor, self._peers[dst], tag, self.pg), self.tracer, "send",
+        return Work(self._group.send([tensor], self._peers[dst], tag), self.tracer, "send",
                     f"send {self._name(self.rank, dst)}", tensor.nbytes, start)
 
     def irecv(self, src: int, tensor: torch.Tensor, tag: int = 0) -> Pending:
@@ -177,7 +177,7 @@ class Comm:
         if self.tracer is None:
             return self._group.recv([tensor], self._peers[src], tag)
         start = time.perf_counter()
-        return Work(post_recv(tensor, self._peers[src], tag, self.pg), self.tracer, "recv",
+        return Work(self._group.recv([tensor], self._peers[src], tag), self.tracer, "recv",
                     f"recv {self._name(src, self.rank)}", tensor.nbytes, start)
 
     def sendrecv(self, dst: int, send: torch.Tensor, src: int, recv: torch.Tensor,
