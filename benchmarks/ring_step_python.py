@@ -25,7 +25,10 @@ a ring's shift, 16 KiB … 1 MiB a message — time per step:
 * ``all_reduce`` — :func:`backends.collectives.all_reduce.ring_all_reduce` of the same buffer,
   per step of its ``2(p − 1)``;
 * ``reduce`` — one message's reduction, ``acc.add_(incoming)`` into a chunk of a buffer of the
-  all-reduce's size, every rank at once (not a step: the CPU a reduce-scatter step adds).
+  all-reduce's size, every rank at once (not a step: the CPU a reduce-scatter step adds);
+* ``reduce_ahead`` — the calibration's reducing shift (:func:`lab.calibrate.reduce_ahead`)
+  with as many steps: the shift whose every received message is reduced before the next
+  send, the primitive the model prices a reduction by (:mod:`simulator.core.reduction`).
 
 Writes ``ring_step_python.json``/``.csv`` (median, p10, p90 per way and size, and each way's
 ratio to ``shift_ahead``) and prints a table; asserts nothing — run it twice.
@@ -48,7 +51,7 @@ from lab.compare import benchmark_args, write_records
 SIZES = [2**k for k in range(14, 21, 2)]
 """Bytes per message: 16 KiB … 1 MiB, the chunks of the accuracy sweep's 64 KiB … 4 MiB."""
 WAYS = ("all_gather", "views_before_send", "views_made_before", "reduce_scatter", "unreduced",
-        "all_reduce", "reduce", "shift_ahead")
+        "all_reduce", "reduce", "reduce_ahead", "shift_ahead")
 PER_CALL = {"all_reduce": 2}
 """Steps per call, in units of ``p − 1``, where not one."""
 WORLD = 4
@@ -118,7 +121,7 @@ def ring_steps(sizes: list[int], repeats: int) -> list[dict[str, Any]]:
     from backends.collectives.all_gather import ring_all_gather_chunks
     from backends.collectives.all_reduce import ring_all_reduce
     from backends.measure import measure_many
-    from lab.calibrate import shift_ahead
+    from lab.calibrate import reduce_ahead, shift_ahead
     from simulator.collectives.chunks import chunk_bounds
     from simulator.core.calibration import SUSTAINED_REPEAT_S
 
@@ -139,6 +142,8 @@ def ring_steps(sizes: list[int], repeats: int) -> list[dict[str, Any]]:
                   functools.partial(reduce_scatter, floats, float_bounds, Unreduced),
                   functools.partial(ring_all_reduce, torch.zeros(p * n // 4)),
                   functools.partial(reductions, torch.zeros(p * n // 4), torch.ones(n // 4), p),
+                  functools.partial(reduce_ahead, torch.ones(n // 4), torch.empty(2, n // 4),
+                                    torch.zeros(n // 4), p - 1),
                   functools.partial(shift_ahead, torch.zeros(n, dtype=torch.uint8),
                                     torch.empty(2, n, dtype=torch.uint8), p - 1)]
     timings = iter(measure_many(steps, repeats=repeats, repeat_s=SUSTAINED_REPEAT_S))
@@ -168,7 +173,7 @@ def main() -> None:
     records = [as_record(row) for row in rows]
     print(f"{'bytes/msg':>10} {'shift(us/step)':>15} {'all_gather':>11} {'views before':>13} "
           f"{'views made':>11} {'red.-scatter':>13} {'unreduced':>10} {'all-reduce':>11} "
-          f"{'reduce':>7}"
+          f"{'reduce':>7} {'red. ahead':>11}"
           "   (ratios to the shift)")
     for rec in records:
         print(f"{rec['bytes']:>10} {rec['shift_ahead_median_s'] * 1e6:>15.0f} "
@@ -176,7 +181,7 @@ def main() -> None:
               f"{rec['views_made_before_over_shift']:>11.2f} "
               f"{rec['reduce_scatter_over_shift']:>13.2f} {rec['unreduced_over_shift']:>10.2f} "
               f"{rec['all_reduce_over_shift']:>11.2f} "
-              f"{rec['reduce_over_shift']:>7.2f}")
+              f"{rec['reduce_over_shift']:>7.2f} {rec['reduce_ahead_over_shift']:>11.2f}")
     write_records(records, args.out, "ring_step_python")
 
 

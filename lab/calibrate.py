@@ -172,25 +172,48 @@ def swap_ahead(send: Any, slots: Any, steps: int = SHIFT_AHEAD_STEPS) -> None:
         _posted_ahead(comm, send, slots, None, steps)
 
 
-def _posted_ahead(comm: Comm, send: Any, slots: Any, k: int | None, steps: int) -> None:
+def reduce_ahead(send: Any, slots: Any, acc: Any, steps: int = SHIFT_AHEAD_STEPS) -> None:
+    """:func:`shift_ahead` whose every received message is reduced — ``acc.add_(row)``, the
+    reduction γ prices, of the float32 bytes that just arrived — before the rank's next send
+    is posted: the reduction primitive timed where the collectives run it, on bytes another
+    core has just written while the ring's other messages are in flight. ``send`` and the two
+    rows of ``slots`` are float32, ``acc`` one row's size. Less the shift of the same bytes,
+    one step is what a reduction of a message costs there
+    (:func:`simulator.core.reduction.reduction_times`). The send is a fixed buffer, not the
+    sum: no collective is timed, only a message's reduction among messages."""
+    from backends.collectives.comm import Comm
+
+    comm = Comm()
+    if comm.world_size >= 2:
+        _posted_ahead(comm, send, slots, comm.world_size, steps, acc)
+
+
+def _posted_ahead(comm: Comm, send: Any, slots: Any, k: int | None, steps: int,
+                  acc: Any = None) -> None:
     """``steps`` steps of receive from the left and send to the right neighbour among ranks
     ``0 … k−1`` (``k`` None: both are the partner ``rank xor 1``), each receive after the
     first posted a step ahead (into the other row of ``slots``). Posted as the rings post
     (:meth:`backends.collectives.comm.Comm.isend` on the ``comm`` made for the call), with
     nothing but the loop between a receive's end and the next send: the one view a step cuts
     (the next row) is cut after the send is posted, as in
-    :func:`backends.collectives.all_gather.ring_all_gather_chunks`."""
+    :func:`backends.collectives.all_gather.ring_all_gather_chunks`. ``acc`` (not None): each
+    received row is added into it as soon as it arrives, before the next send
+    (:func:`reduce_ahead`)."""
     if steps < 1:
         return
     r = comm.rank
     left, right = (r ^ 1, r ^ 1) if k is None else ((r - 1) % k, (r + 1) % k)
-    ahead = comm.irecv(left, slots[0])
+    row = slots[0]
+    ahead = comm.irecv(left, row)
     for step in range(steps):
-        current = ahead
+        current, arrived = ahead, row
         sent = comm.isend(right, send)
         if step + 1 < steps:
-            ahead = comm.irecv(left, slots[(step + 1) % 2])
+            row = slots[(step + 1) % 2]
+            ahead = comm.irecv(left, row)
         current.wait()
+        if acc is not None:
+            acc.add_(arrived)
         sent.wait()
 
 
@@ -364,9 +387,16 @@ def measure_primitives(sizes: Sequence[int], repeats: int, shift: bool = False,
     ahead_kinds = [] if shift else [shift_ahead] + ([swap_ahead] if world > 2 else [])
     swaps += [functools.partial(kind, b, torch.empty(2, b.numel(), dtype=torch.uint8))
               for kind in ahead_kinds for b in big]
+    # and round the ring again, each message reduced as it arrives (float32, as γ is)
+    reducing = [] if shift or world < 2 else big
+    swaps += [functools.partial(reduce_ahead, torch.ones(b.numel() // 4),
+                                torch.empty(2, b.numel() // 4), torch.zeros(b.numel() // 4))
+              for b in reducing]
     exchange = measure_many(swaps, repeats=repeats, repeat_s=SUSTAINED_REPEAT_S)
-    per_kind = [exchange[k * len(big):(k + 1) * len(big)] for k in range(1, 3)]
-    exchange, (shift_ahead_t, swap_ahead_t) = exchange[:len(big)], per_kind
+    blocks = [exchange[k * len(big):(k + 1) * len(big)] for k in range(1 + len(ahead_kinds))]
+    blocks += [[]] * (3 - len(blocks))  # no shift (shaped) or no swap (two ranks)
+    reduce_ahead_t = exchange[(1 + len(ahead_kinds)) * len(big):]
+    exchange, shift_ahead_t, swap_ahead_t = blocks
     del swaps, spare
 
     token, slot = torch.zeros(CHAIN_BYTES, dtype=torch.uint8), torch.empty(CHAIN_BYTES,
@@ -412,6 +442,7 @@ def measure_primitives(sizes: Sequence[int], repeats: int, shift: bool = False,
             "shift_ahead_times_s": [t.median_s / SHIFT_AHEAD_STEPS
                                     for t in shift_ahead_t],
             "swap_ahead_times_s": [t.median_s / SHIFT_AHEAD_STEPS for t in swap_ahead_t],
+            "reduce_ahead_times_s": [t.median_s / SHIFT_AHEAD_STEPS for t in reduce_ahead_t],
             "stream_times_s": [t.median_s for t in stream_t],
             "send_return_times_s": [float(np.median(r)) if r else 0.0 for r in sent],
             "chain_latency_s": [t.median_s for t in chain],
@@ -513,6 +544,8 @@ def calibrate(world_size: int = 2, backend: str = "gloo", sizes: Sequence[int] =
                              else []),
         swap_ahead_times_s=(list(result["swap_ahead_times_s"]) if key == "loopback"
                             else []),
+        reduce_ahead_times_s=(list(result["reduce_ahead_times_s"]) if key == "loopback"
+                              else []),
         created=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         torch_version=str(result["torch_version"]), network=key,
         chain_latency_s=list(result["chain_latency_s"]) if key == "loopback" else [],

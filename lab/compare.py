@@ -179,7 +179,9 @@ def measure_sustained(points: Sequence[tuple[str, int]], repeats: int,
                       repeat_s: float = SUSTAINED_REPEAT_S, chain: bool = False,
                       ahead: bool = False, exchange_sizes: Sequence[int] = (),
                       shifts_ahead: bool = False,
-                      swaps_ahead: bool = False, streams: bool = False) -> list[dict[str, Any]]:
+                      swaps_ahead: bool = False, streams: bool = False,
+                      reduces_ahead: bool = False, notice: bool = False
+                      ) -> list[dict[str, Any]]:
     """Rank function: each ``(twin name, nbytes)`` point timed as nccl-tests times it.
 
     A repeat runs the operation back to back for about ``repeat_s`` seconds (at least once;
@@ -215,7 +217,13 @@ def measure_sustained(points: Sequence[tuple[str, int]], repeats: int,
     ``{"swap_ahead_bytes": n, …}``). ``streams``: and so are the lone message's primitives,
     the ping-pong and the stream one way of the same sizes
     (``{"p2p_bytes": n, "send_return_s": …, …}``, one way and rank 0's send returns;
-    ``{"stream_bytes": n, …}``, one message).
+    ``{"stream_bytes": n, …}``, one message). ``reduces_ahead``: and so is the shift whose
+    received messages are reduced as they arrive (:func:`lab.calibrate.reduce_ahead`,
+    ``{"reduce_ahead_bytes": n, …}``, one step), which prices the reductions. ``notice``:
+    and so is the receive-ready notice (:func:`lab.calibrate.ready_notice_step`, its samples
+    taken as the calibration takes them; a row ``{"ready_notice_s": …}``): measured once,
+    minutes earlier, in a slow spell of the host it once came out at 418 µs where it is
+    usually a few, and priced every phase's first send of every prediction at that.
     """
     import functools
 
@@ -231,6 +239,8 @@ def measure_sustained(points: Sequence[tuple[str, int]], repeats: int,
         chain_ahead,
         chain_step,
         pair_exchange,
+        ready_notice_step,
+        reduce_ahead,
         shift_ahead,
         swap_ahead,
     )
@@ -252,6 +262,14 @@ def measure_sustained(points: Sequence[tuple[str, int]], repeats: int,
     swaps += [(key, n, functools.partial(kind, torch.zeros(n, dtype=torch.uint8),
                                          torch.empty(2, n, dtype=torch.uint8)),
                SHIFT_AHEAD_STEPS) for key, kind in kinds for n in exchange_sizes]
+    swaps += [("reduce_ahead_bytes", n, functools.partial(
+        reduce_ahead, torch.ones(n // 4), torch.empty(2, n // 4), torch.zeros(n // 4)),
+        SHIFT_AHEAD_STEPS) for n in (exchange_sizes if reduces_ahead else ())]
+    early: list[float] = []
+    late: list[float] = []
+    stamps = torch.zeros(2, dtype=torch.float64)
+    swaps += [("ready_notice_s", 0, functools.partial(ready_notice_step, slot, stamps, early,
+                                                      late), 1)] if notice else []
     returns: dict[int, list[float]] = {n: [] for n in exchange_sizes} if streams else {}
     swaps += [("p2p_bytes", n, functools.partial(ping_pong, torch.zeros(n, dtype=torch.uint8),
                                                  returns=returns[n]), 2) for n in returns]
@@ -296,6 +314,10 @@ def measure_sustained(points: Sequence[tuple[str, int]], repeats: int,
     for k in chains:
         rows.append({"chain_k": k, **_pooled_stats(pooled[k])})
     for (key, n, _, _), samples in zip(swaps, exchanged, strict=True):
+        if key == "ready_notice_s":  # its own samples, as the calibration takes them
+            if early and late:
+                rows.append({key: max(0.0, statistics.median(late) - statistics.median(early))})
+            continue
         rows.append({key: n, **_pooled_stats(samples)}
                     | ({"send_return_s": statistics.median(returns[n])}
                        if key == "p2p_bytes" and returns[n] else {}))
@@ -356,10 +378,11 @@ def ensure_calibrated(worlds: Sequence[int], backend: str = "gloo",
     """Calibrate each world size that has no entry yet (one-off, some seconds each), on the
     network the comparison will run on — or whose loopback entry predates a primitive the
     prediction uses (the receive-ready notice, the posting overhead, the chain, the shift
-    and — three ranks or more — the swap posted a step ahead, the stream one way and the
-    ping-pong's send returns, :mod:`lab.calibrate`), which would otherwise fall back to α, to
-    nothing, to the plain chain and exchanges, to no connections and to sends that complete
-    on arrival, or was measured under another scheduling policy than the ranks will run under
+    and — three ranks or more — the swap posted a step ahead, the stream one way, the
+    ping-pong's send returns and the reducing shift, :mod:`lab.calibrate`), which would
+    otherwise fall back to α, to nothing, to the plain chain and exchanges, to no
+    connections, to sends that complete on arrival and to reductions priced by γ alone, or
+    was measured under another scheduling policy than the ranks will run under
     (:func:`backends.launch.apply_rank_sched`)."""
     from backends.launch import rank_sched_policy
     from lab.calibrate import calibrate, calibration_sweep
@@ -380,7 +403,8 @@ def ensure_calibrated(worlds: Sequence[int], backend: str = "gloo",
                                                and not entry.swap_ahead_times_s)
                                            or (bool(entry.exchange_sizes)
                                                and not (entry.stream_times_s
-                                                        and entry.send_return_times_s))
+                                                        and entry.send_return_times_s
+                                                        and entry.reduce_ahead_times_s))
                                            or entry.rank_sched != policy)
         except CalibrationError:
             stale = True
@@ -435,7 +459,9 @@ def compare_sustained(names: Sequence[str], worlds: Sequence[int], sizes: Sequen
     largest of ``sizes`` (the bus the collectives' model prices by load,
     :mod:`simulator.core.bus`), and the ring's shift and the partners' swap posted ahead,
     which it is solved from, and the ping-pong and the stream one way of those sizes (a lone
-    message, :mod:`simulator.core.pingpong`), where the entry has them; the predictions then
+    message, :mod:`simulator.core.pingpong`), and the shift whose messages are reduced as they
+    arrive (the reductions, :mod:`simulator.core.reduction`), and the receive-ready notice,
+    where the entry has them; the predictions then
     use that entry.
     ``None``: the predictions use ``calibration`` as it is."""
     from dataclasses import replace
@@ -457,9 +483,11 @@ def compare_sustained(names: Sequence[str], worlds: Sequence[int], sizes: Sequen
         shifts_ahead = entry is not None and bool(entry.shift_ahead_times_s)
         swaps_ahead = entry is not None and bool(entry.swap_ahead_times_s)
         streams = entry is not None and bool(entry.stream_times_s)
+        reduces = entry is not None and bool(entry.reduce_ahead_times_s)
+        notice = entry is not None and entry.ready_notice_s is not None and world > 1
         measured = spawn(measure_sustained, world, points, repeats, SUSTAINED_REPEAT_S, chain,
-                         ahead, swaps, shifts_ahead, swaps_ahead, streams, backend=backend,
-                         timeout=timeout)[0]
+                         ahead, swaps, shifts_ahead, swaps_ahead, streams, reduces, notice,
+                         backend=backend, timeout=timeout)[0]
         cal = calibration
         if entry is not None:  # re-timed the chain and the bus: predict from that entry
             extra = measured[len(points):]
@@ -473,10 +501,14 @@ def compare_sustained(names: Sequence[str], worlds: Sequence[int], sizes: Sequen
                                              entry.shift_ahead_times_s),
                 swap_ahead_times_s=_retimed(extra, "swap_ahead_bytes", sizes_ex,
                                             entry.swap_ahead_times_s),
+                reduce_ahead_times_s=_retimed(extra, "reduce_ahead_bytes", sizes_ex,
+                                              entry.reduce_ahead_times_s),
                 p2p_times_s=_retimed(extra, "p2p_bytes", entry.p2p_sizes, entry.p2p_times_s),
                 send_return_times_s=_retimed(extra, "p2p_bytes", entry.p2p_sizes,
                                              entry.send_return_times_s, "send_return_s"),
-                stream_times_s=_retimed(extra, "stream_bytes", sizes_ex, entry.stream_times_s))
+                stream_times_s=_retimed(extra, "stream_bytes", sizes_ex, entry.stream_times_s),
+                ready_notice_s=next((row["ready_notice_s"] for row in extra
+                                     if "ready_notice_s" in row), entry.ready_notice_s))
             save_entry(replace(entry, chain_ahead_latency_s=chain_s) if ahead
                        else replace(entry, chain_latency_s=chain_s), chain_calibration)
             cal = chain_calibration

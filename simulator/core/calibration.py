@@ -127,6 +127,12 @@ class CalibrationEntry:
             directions at once, as a swap's do and a ring's (of three or more ranks) do not;
             median time of one step at each of ``exchange_sizes``, s (empty: not measured;
             never at two ranks, where the shift is this swap).
+        reduce_ahead_times_s: the shift posted ahead whose every received message is
+            reduced (``acc += row``, float32) before the rank's next send
+            (:func:`lab.calibrate.reduce_ahead`) — median time of one step at each of
+            ``exchange_sizes``, s (empty: not measured). Against the shift it prices a
+            reduction where the collectives run theirs, among messages in flight, on bytes
+            just received (:mod:`simulator.core.reduction`).
         stream_times_s: rank 0 sending ``n`` bytes to rank 1, one way, back to back
             (:func:`backends.collectives.point_to_point.stream`, OSU's bandwidth test) —
             median time of one message at each of ``exchange_sizes``, s (empty: not
@@ -197,6 +203,7 @@ class CalibrationEntry:
     swap_ahead_times_s: list[float] = field(default_factory=list)
     stream_times_s: list[float] = field(default_factory=list)
     send_return_times_s: list[float] = field(default_factory=list)
+    reduce_ahead_times_s: list[float] = field(default_factory=list)
 
     @property
     def key(self) -> str:

@@ -297,8 +297,9 @@ class SimComm:
         yield from self._busy("compute", flops / self.device.flops_per_s, 0, name)
 
     def reduce(self, nbytes: int, name: str = "reduce") -> SimGen:
-        """Combine ``nbytes`` of received data into a local buffer: γ·n seconds."""
-        yield from self._busy("reduce", nbytes / self.device.reduce_Bps, nbytes, name)
+        """Combine ``nbytes`` of received data into a local buffer: γ·n seconds, or what the
+        device's reductions among messages cost (:meth:`Device.reduce_s`)."""
+        yield from self._busy("reduce", self.device.reduce_s(nbytes), nbytes, name)
 
     def memcpy(self, nbytes: int, name: str = "memcpy") -> SimGen:
         """Copy ``nbytes`` locally."""

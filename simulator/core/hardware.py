@@ -9,6 +9,7 @@ machine from its calibration file.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -40,6 +41,11 @@ class Device:
         reduce_Bps: elementwise reduction rate, bytes of output per second. Default: a
             reduction reads two operands and writes one, so ``mem_bandwidth / 3``.
         memcpy_Bps: copy rate, bytes/s. Default: read plus write, ``mem_bandwidth / 2``.
+        reduce_s_by_bytes: a reduction's time by its bytes where the collectives run it,
+            among messages in flight, ``((bytes, s), …)`` by increasing bytes (empty: γ·n
+            alone). Between two sizes linear; below the smallest its time (a cost per
+            reduction that does not shrink with the bytes); beyond the largest in proportion
+            to the bytes (:mod:`simulator.core.reduction`, :meth:`reduce_s`).
     """
 
     name: str
@@ -48,6 +54,7 @@ class Device:
     memory_bytes: float
     reduce_Bps: float = 0.0
     memcpy_Bps: float = 0.0
+    reduce_s_by_bytes: tuple[tuple[float, float], ...] = ()
 
     def __post_init__(self) -> None:
         if self.reduce_Bps <= 0:
@@ -59,6 +66,19 @@ class Device:
     def gamma_s_per_B(self) -> float:
         """γ, reduction time per byte, s/B."""
         return 1.0 / self.reduce_Bps
+
+    def reduce_s(self, nbytes: float) -> float:
+        """Time to reduce ``nbytes`` of received data into a local buffer, s: γ·n, or where
+        :attr:`reduce_s_by_bytes` is given, read from it."""
+        table = self.reduce_s_by_bytes
+        if not table or nbytes <= 0:
+            return nbytes / self.reduce_Bps
+        if nbytes <= table[0][0]:
+            return table[0][1]
+        for (lo, a), (hi, b) in itertools.pairwise(table):
+            if nbytes <= hi:
+                return a + (b - a) * (nbytes - lo) / (hi - lo)
+        return table[-1][1] * nbytes / table[-1][0]
 
 
 A100_80GB = Device("A100-SXM-80GB", 312e12, 2039 * GB, 80 * GiB)
@@ -235,7 +255,12 @@ class Cluster:
         every send of the plain exchange is — by what makes the simulated plain exchange take
         its measured time (:func:`simulator.core.bus.queued_weights`,
         :attr:`queued_weight_by_bytes`); bus, connections and weights are solved in turn
-        :data:`QUEUED_ROUNDS` times, since the shift's first step is queued too. Before all
+        :data:`QUEUED_ROUNDS` times, since the shift's first step is queued too. Where the
+        calibration timed the shift whose received messages are reduced before each next
+        send (``entry.reduce_ahead_times_s``), every reduction is priced by size as it costs
+        among messages in flight, solved over that bus so that the simulated reducing shift
+        takes its measured time (:func:`simulator.core.reduction.reduction_times`,
+        :attr:`Device.reduce_s_by_bytes`). Before all
         that, this model's lone message — the latency of a message on an idle bus and each
         port's rate by load — is solved from the calibration's ping-pong so that the simulated
         ping-pong takes its measured time (:mod:`simulator.core.pingpong`): the fitted α
@@ -347,7 +372,16 @@ class Cluster:
                         entry.exchange_sizes, entry.swap_ahead_times_s)
                 queued = queued_weights(partial(build, chain, pair, by_load, connection),
                                         entry.exchange_sizes, entry.exchange_times_s)
-            return build(chain, pair, by_load, connection, queued)
+            cluster = build(chain, pair, by_load, connection, queued)
+            if ahead_times and entry.reduce_ahead_times_s and by_load:
+                # a reduction among messages, solved over the bus just solved
+                from simulator.core.reduction import reduction_times
+
+                table = reduction_times(partial(_with_reductions, cluster),
+                                        entry.exchange_sizes, ahead_times,
+                                        entry.reduce_ahead_times_s, entry.reduce_Bps)
+                cluster = _with_reductions(cluster, table)
+            return cluster
         return build(chain, pair, by_load)
 
     @classmethod
@@ -508,3 +542,9 @@ def preset(name: str, world_size: int, calibration: str | Path | None = None,
         raise ValueError(f"unknown cluster {name!r}; choose local or one of "
                          f"{', '.join(sorted(PRESETS))}")
     return PRESETS[name][1](world_size)
+
+
+def _with_reductions(cluster: Cluster, table: Sequence[tuple[float, float]]) -> Cluster:
+    """``cluster`` whose every device reduces as ``table`` says (``Device.reduce_s_by_bytes``)."""
+    return replace(cluster, devices=tuple(replace(d, reduce_s_by_bytes=tuple(table))
+                                          for d in cluster.devices))

@@ -42,10 +42,12 @@ def chain_ahead(comm: SimComm, k: int, nbytes: int = CHAIN_BYTES,
         yield from posted_ahead(comm, (comm.rank - 1) % k, (comm.rank + 1) % k, nbytes, steps)
 
 
-def posted_ahead(comm: SimComm, left: int, right: int, nbytes: int, steps: int) -> SimGen:
+def posted_ahead(comm: SimComm, left: int, right: int, nbytes: int, steps: int,
+                 reduced: bool = False) -> SimGen:
     """``steps`` steps of receiving ``nbytes`` from ``left`` and sending them to ``right``,
     each receive after the first posted a step ahead: post the first receive; then, each
-    step, send, post the next receive, wait for the current receive and the send."""
+    step, send, post the next receive, wait for the current receive (``reduced``: and reduce
+    what it brought) and the send."""
     if steps < 1:
         return
     ahead = comm.irecv(left, nbytes)
@@ -55,6 +57,8 @@ def posted_ahead(comm: SimComm, left: int, right: int, nbytes: int, steps: int) 
         if step + 1 < steps:
             ahead = comm.irecv(left, nbytes)
         yield current.wait()
+        if reduced:
+            yield from comm.reduce(nbytes)
         yield sent.wait()
 
 

@@ -55,6 +55,8 @@ def test_quick_calibration_writes_an_entry_the_simulator_reads(tmp_path, monkeyp
     assert entry.exchange_sizes == [2**16, 2**20, 2**22] and entry.bus_bandwidth_Bps > 0
     assert len(entry.shift_ahead_times_s) == 3 and min(entry.shift_ahead_times_s) > 0
     assert entry.swap_ahead_times_s == []  # at two ranks the shift is the swap
+    # the shift whose received messages are reduced: the shift plus a reduction a step
+    assert len(entry.reduce_ahead_times_s) == 3 and min(entry.reduce_ahead_times_s) > 0
     assert len(entry.stream_times_s) == 3 and min(entry.stream_times_s) > 0
     # rank 0's sends in the ping-pong return, at the latest, when the message has arrived
     assert len(entry.send_return_times_s) == 4 and min(entry.send_return_times_s) > 0

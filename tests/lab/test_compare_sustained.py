@@ -81,15 +81,18 @@ def test_the_rounds_retime_the_exchanges_posted_ahead_too_where_the_entry_has_th
                                 bus_bandwidth_Bps=4e9, bus_latency_s=1e-4,
                                 chain_latency_s=[1e-4], exchange_sizes=sizes,
                                 exchange_times_s=stale, shift_ahead_times_s=stale,
-                                swap_ahead_times_s=stale), path)
+                                swap_ahead_times_s=stale, reduce_ahead_times_s=stale,
+                                ready_notice_s=1.0), path)
     rounds = tmp_path / "rounds.json"
     compare_sustained(["all_gather.ring"], [2], [2**16, 2**18], repeats=2, calibration=path,
                       chain_calibration=rounds)
     (remeasured,) = load_calibration(rounds).values()
     # every kind timed afresh up to 256 KiB (one exchange each); 1 MiB kept as calibrated
     for times in (remeasured.shift_ahead_times_s, remeasured.swap_ahead_times_s,
-                  remeasured.exchange_times_s):
+                  remeasured.reduce_ahead_times_s, remeasured.exchange_times_s):
         assert all(0 < t < 0.05 for t in times[:2]) and times[2:] == [3.0]
+    # and the receive-ready notice, a second as calibrated, taken again in the rounds
+    assert remeasured.ready_notice_s is not None and 0 <= remeasured.ready_notice_s < 0.05
 
 
 def test_the_simulated_all_gathers_copy_their_input_first_as_the_real_ones_do():
@@ -125,7 +128,8 @@ def test_an_entry_from_before_the_notice_and_posting_primitives_is_measured_agai
                                exchange_sizes=[2**16], exchange_times_s=[2e-4],
                                shift_ahead_times_s=[1.5e-4], swap_ahead_times_s=[1.6e-4],
                                p2p_sizes=[2**16], p2p_times_s=[1e-4],
-                               send_return_times_s=[6e-5], stream_times_s=[1.1e-4])
+                               send_return_times_s=[6e-5], stream_times_s=[1.1e-4],
+                               reduce_ahead_times_s=[1.8e-4])
     # complete, but measured with the ranks under the kernel's default policy
     other_policy = replace(current, world_size=5, rank_sched="normal")
     # complete but for the shift posted ahead; but for the swap posted ahead (three ranks
@@ -136,16 +140,19 @@ def test_an_entry_from_before_the_notice_and_posting_primitives_is_measured_agai
     # complete but for the stream one way; but for the ping-pong's send returns
     no_stream = replace(current, world_size=8, stream_times_s=[])
     no_returns = replace(current, world_size=9, send_return_times_s=[])
-    for entry in (old, current, other_policy, no_ahead, no_swap, no_stream, no_returns):
+    # complete but for the reducing shift
+    no_reducing = replace(current, world_size=10, reduce_ahead_times_s=[])
+    for entry in (old, current, other_policy, no_ahead, no_swap, no_stream, no_returns,
+                  no_reducing):
         save_entry(entry, path)
     calibrated: list[int] = []
     monkeypatch.setattr(lab.calibrate, "calibrate",
                         lambda world, *args, **kwargs: calibrated.append(world))
     monkeypatch.delenv(RANK_SCHED_ENV, raising=False)
-    ensure_calibrated([2, 3, 4, 5, 6, 7, 8, 9], calibration=path)
+    ensure_calibrated([2, 3, 4, 5, 6, 7, 8, 9, 10], calibration=path)
     # stale, missing, other policy, no shift ahead, no swap ahead, no stream, no send
-    # returns; the current one stays
-    assert calibrated == [2, 4, 5, 6, 7, 8, 9]
+    # returns, no reducing shift; the current one stays
+    assert calibrated == [2, 4, 5, 6, 7, 8, 9, 10]
     save_entry(two, path)
     calibrated.clear()
     ensure_calibrated([2, 3], calibration=path)
