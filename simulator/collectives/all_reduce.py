@@ -327,7 +327,7 @@ def ring_phases_fast(cluster: Cluster, nbytes: int, itemsize: int = 4,
        run them (:func:`~simulator.collectives.exchange.sendrecv`, then the reduction)::
 
            send_done[r] = clock[r] + T_b[r]                  (b: the chunk r sends this step)
-           clock[r]     = max(send_done[r], send_done[r−1])  + b_received / reduce_Bps[r]  (RS)
+           clock[r]     = max(send_done[r], send_done[r−1])  + reduce_s[r](b_received)  (RS)
 
     That is ``O(p)`` work per step instead of ``O(p)`` SimPy processes and events.
 
@@ -346,7 +346,8 @@ def ring_phases_fast(cluster: Cluster, nbytes: int, itemsize: int = 4,
     send_s = np.array([np.roll(run_spmd(cluster, _ring_step, int(b), trace=False).returns, -1)
                        for b in distinct], dtype=float)  # [size index, rank] -> seconds
     row = np.searchsorted(distinct, sizes)  # chunk -> its row of send_s
-    reduce_Bps = np.array([device.reduce_Bps for device in cluster.devices])
+    reduce_s = np.array([[device.reduce_s(int(b)) for device in cluster.devices]
+                         for b in distinct])  # [size index, rank] -> seconds
     ranks = np.arange(p)
     clock = np.zeros(p)
     steps = [st for st in range(2 * (p - 1))
@@ -357,5 +358,5 @@ def ring_phases_fast(cluster: Cluster, nbytes: int, itemsize: int = 4,
         send_done = clock + send_s[row[sent], ranks]
         clock = np.maximum(send_done, np.roll(send_done, 1))  # rank r hears from r - 1
         if scatter:
-            clock = clock + sizes[np.roll(sent, 1)] / reduce_Bps
+            clock = clock + reduce_s[row[np.roll(sent, 1)], ranks]
     return float(clock.max())

@@ -1,6 +1,8 @@
 """All-reduce: traffic per rank, the tree tables, the tree-vs-ring crossover, the hierarchy on
 two-level clusters, and the ring's fast path against the per-rank simulation."""
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -128,6 +130,19 @@ def test_fast_path_equals_the_per_rank_simulation(topology, p, extra):
     n = 4 * p * 1000 + extra
     assert ring_all_reduce_fast(c, n) == pytest.approx(makespan(c, ring_all_reduce, n),
                                                        rel=1e-9)
+
+
+@pytest.mark.parametrize(("p", "extra"), [(4, 0), (5, 12), (8, 4)])
+def test_fast_path_prices_reductions_as_the_devices_do(p, extra):
+    # reductions read from a table by size (simulator.core.reduction), chunks of two sizes
+    table = ((2048.0, 3e-5), (8192.0, 5e-5))
+    c = cluster(Topology.switch(p, FAIR))
+    c = replace(c, devices=tuple(replace(d, reduce_s_by_bytes=table) for d in c.devices))
+    n = 4 * p * 1000 + extra
+    assert ring_all_reduce_fast(c, n) == pytest.approx(makespan(c, ring_all_reduce, n),
+                                                       rel=1e-9)
+    assert ring_all_reduce_fast(c, n) > ring_all_reduce_fast(cluster(Topology.switch(p, FAIR)),
+                                                             n)
 
 
 @given(p=st.integers(1, 9), count=st.integers(0, 40))
