@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -210,7 +211,21 @@ def cmd_calibrate(args: argparse.Namespace) -> None:
         print(f"{e.key}: α = {e.latency_s * 1e6:.1f} µs, B = {e.bandwidth_Bps / 1e9:.2f} GB/s"
               f" (fit residuals ≤ {worst:.0%}), bus {e.bus_bandwidth_Bps / 1e9:.2f} GB/s with "
               f"busy α {e.bus_latency_s * 1e6:.0f} µs, reduce {e.reduce_Bps / 1e9:.2f} GB/s, "
-              f"copy {e.memcpy_Bps / 1e9:.2f} GB/s, matmul {e.flops_per_s / 1e9:.1f} GFLOP/s")
+              f"copy {e.memcpy_Bps / 1e9:.2f} GB/s, matmul {e.flops_per_s / 1e9:.1f} GFLOP/s"
+              + _among_messages(e))
+
+
+def _among_messages(entry: Any) -> str:
+    """``, a 1 MiB reduction among messages … µs (γ·n …)``: the reducing shift's step less the
+    shift's at the measured size nearest 1 MiB, beside what γ (16 MiB buffers, nothing else
+    running) gives the same bytes (empty where not measured)."""
+    pairs = list(zip(entry.exchange_sizes, entry.shift_ahead_times_s,
+                     entry.reduce_ahead_times_s, strict=False))
+    if not pairs:
+        return ""
+    n, shift_s, reducing_s = min(pairs, key=lambda t: abs(math.log2(t[0] / 2**20)))
+    return (f", a {n / 2**20:g} MiB reduction among messages {(reducing_s - shift_s) * 1e6:.0f} "
+            f"µs (γ·n {n / entry.reduce_Bps * 1e6:.0f} µs)")
 
 
 def cmd_simulate(args: argparse.Namespace) -> None:

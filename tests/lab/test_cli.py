@@ -112,3 +112,16 @@ def test_compare_end_to_end_prints_one_json_document(tmp_path):
             (r["predicted_s"] - r["measured_median_s"]) / r["measured_median_s"])
     assert {p.name for p in (tmp_path / "out").iterdir()} == {
         "one_to_all.csv", "one_to_all.json", "one_to_all.png"}
+
+
+def test_the_calibration_summary_shows_a_reduction_among_messages():
+    from lab.cli import _among_messages
+
+    entry = CalibrationEntry("h", "gloo", 4, 5e-5, 4e9, 2**20 / 4e-4, 1.4e10, 1e11,
+                             exchange_sizes=[2**19, 2**20, 2**22],
+                             shift_ahead_times_s=[3e-4, 6e-4, 2e-3],
+                             reduce_ahead_times_s=[4e-4, 1.1e-3, 3e-3])
+    assert _among_messages(entry) == (", a 1 MiB reduction among messages 500 µs "
+                                      "(γ·n 400 µs)")
+    bare = CalibrationEntry("h", "gloo", 4, 5e-5, 4e9, 1e10, 1.4e10, 1e11)
+    assert _among_messages(bare) == ""
