@@ -388,7 +388,7 @@ def measure_primitives(sizes: Sequence[int], repeats: int, shift: bool = False,
     swaps += [functools.partial(kind, b, torch.empty(2, b.numel(), dtype=torch.uint8))
               for kind in ahead_kinds for b in big]
     # and round the ring again, each message reduced as it arrives (float32, as γ is)
-    reducing = [] if shift or world < 2 else big
+    reducing = [] if shift else big
     swaps += [functools.partial(reduce_ahead, torch.ones(b.numel() // 4),
                                 torch.empty(2, b.numel() // 4), torch.zeros(b.numel() // 4))
               for b in reducing]

@@ -28,10 +28,13 @@ import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from lab.tables import format_table
 from lab.units import UsageError, parse_sizes, parse_worlds
+
+if TYPE_CHECKING:
+    from simulator.core.calibration import CalibrationEntry
 
 EXIT_USAGE = 2
 
@@ -215,7 +218,7 @@ def cmd_calibrate(args: argparse.Namespace) -> None:
               + _among_messages(e))
 
 
-def _among_messages(entry: Any) -> str:
+def _among_messages(entry: CalibrationEntry) -> str:
     """``, a 1 MiB reduction among messages … µs (γ·n …)``: the reducing shift's step less the
     shift's at the measured size nearest 1 MiB, beside what γ (16 MiB buffers, nothing else
     running) gives the same bytes (empty where not measured)."""

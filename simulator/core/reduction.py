@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from simulator.core.bus import CALLS
 from simulator.core.calibration import SHIFT_AHEAD_STEPS
 
 if TYPE_CHECKING:
@@ -33,20 +34,16 @@ if TYPE_CHECKING:
 
 ROUNDS = 3
 """Correction rounds of :func:`reduction_times` (one simulated primitive per round and size)."""
-CALLS = 4
-"""Calls simulated back to back to time one, as the calibration times them back to back."""
 
 
 def reduce_ahead(comm: SimComm, nbytes: int, steps: int = SHIFT_AHEAD_STEPS) -> SimGen:
     """The calibration's reducing shift, simulated (:func:`lab.calibrate.reduce_ahead`): the
-    shift posted ahead among all ranks, each received message reduced before the rank's
-    next send."""
-    from simulator.core.wakeup import posted_ahead
+    shift posted ahead among all ranks (:func:`simulator.core.bus.shift_ahead`), each
+    received message reduced before the rank's next send."""
+    from simulator.core.wakeup import chain_ahead
 
-    k = comm.world_size
-    if k >= 2:
-        yield from posted_ahead(comm, (comm.rank - 1) % k, (comm.rank + 1) % k, nbytes, steps,
-                                reduced=True)
+    if comm.world_size >= 2:
+        yield from chain_ahead(comm, comm.world_size, nbytes, steps, reduced=True)
 
 
 def reduce_ahead_s(cluster: Cluster, nbytes: int, calls: int = CALLS) -> float:

@@ -34,12 +34,13 @@ ROUNDS = 3
 
 
 def chain_ahead(comm: SimComm, k: int, nbytes: int = CHAIN_BYTES,
-                steps: int = CHAIN_STEPS) -> SimGen:
+                steps: int = CHAIN_STEPS, reduced: bool = False) -> SimGen:
     """The calibration's chain among ranks ``0 … k−1`` posted a step ahead (the simulated
     :func:`lab.calibrate.chain_ahead`): send right, post the next receive from the left, then
-    wait for the current receive and the send."""
+    wait for the current receive (``reduced``: and reduce what it brought) and the send."""
     if comm.rank < k:
-        yield from posted_ahead(comm, (comm.rank - 1) % k, (comm.rank + 1) % k, nbytes, steps)
+        yield from posted_ahead(comm, (comm.rank - 1) % k, (comm.rank + 1) % k, nbytes, steps,
+                                reduced)
 
 
 def posted_ahead(comm: SimComm, left: int, right: int, nbytes: int, steps: int,
