@@ -99,6 +99,7 @@ from simulator.core.calibration import (
     SUSTAINED_REPEAT_S,
     CalibrationEntry,
     Fit,
+    check_writable,
     exchange_flows,
     save_entry,
     this_host,
@@ -508,6 +509,7 @@ def calibrate(world_size: int = 2, backend: str = "gloo", sizes: Sequence[int] =
 
     if world_size < 2:
         raise ValueError(f"calibration needs at least 2 ranks (a ping-pong), got {world_size}")
+    check_writable(path)  # a file that cannot take the entry fails now, not after measuring
     key = network_key(network, bandwidth)
     if key != "loopback" and tuple(sizes) in (DEFAULT_SIZES, QUICK_SIZES):
         sizes = shaped_sizes(key_rates(key))

@@ -6,7 +6,8 @@ the compute rate with the real backend, and stores one :class:`CalibrationEntry`
 ``(host, backend, world size)`` in a JSON file. :meth:`simulator.core.hardware.Cluster.local`
 builds the simulated twin of the machine from it. Only primitives are stored: no algorithm's
 prediction is ever fitted to that algorithm's own measurements. :func:`fit_alpha_beta` is the
-one α-β fit that both the calibration and the simulator's reading of it use.
+one α-β fit that both the calibration and the simulator's reading of it use
+(:mod:`simulator.core.fit`).
 
 The file lives at ``$DISTML_CALIBRATION`` or, by default, ``~/.cache/distml-lab/calibration.json``.
 """
@@ -14,14 +15,17 @@ The file lives at ``$DISTML_CALIBRATION`` or, by default, ``~/.cache/distml-lab/
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from simulator.core.atomic import folder_lock, write_atomic
+from simulator.core.fit import Fit as Fit  # re-exported: the fit's home was here
+from simulator.core.fit import fit_alpha_beta as fit_alpha_beta
 
 SCHEMA_VERSION = 1
 
@@ -43,44 +47,6 @@ collectives' accuracy sweep (:func:`lab.compare.measure_sustained`): long enough
 settle into the rhythm of back-to-back calls, each call's start overlapping the last one's end,
 and that the barrier before a repeat does not count. The calibration times the point-to-point
 and exchange primitives this way too."""
-
-
-@dataclass(frozen=True)
-class Fit:
-    """``t(n) = α + n·β`` fitted to measurements."""
-
-    alpha_s: float
-    beta_s_per_B: float
-    rel_residuals: tuple[float, ...]
-
-    @property
-    def bandwidth_Bps(self) -> float:
-        """1/β, bytes/s."""
-        return 1.0 / self.beta_s_per_B
-
-
-def fit_alpha_beta(sizes: Sequence[float], times_s: Sequence[float]) -> Fit:
-    """Least-squares fit of ``t = α + n·β`` minimising the sum of squared *relative* errors.
-
-    Dividing each equation ``α + n_i·β = t_i`` by ``t_i`` gives the linear system
-    ``α/t_i + β·n_i/t_i = 1``, solved by ordinary least squares. α is kept ≥ 0 (refitting β
-    alone if the unconstrained α comes out negative).
-    """
-    n = np.asarray(sizes, dtype=float)
-    t = np.asarray(times_s, dtype=float)
-    if n.shape != t.shape or n.size < 2:
-        raise ValueError("need at least two (size, time) points of equal count")
-    if np.any(t <= 0):
-        raise ValueError("times must be positive")
-    a = np.stack([1 / t, n / t], axis=1)
-    (alpha, beta), *_ = np.linalg.lstsq(a, np.ones_like(t), rcond=None)
-    if alpha < 0:
-        alpha = 0.0
-        beta = float(np.sum(n / t) / np.sum((n / t) ** 2))
-    if beta <= 0:
-        raise ValueError("the fitted bandwidth is not positive: are the times increasing?")
-    residuals = tuple(float(x) for x in (alpha + n * beta - t) / t)
-    return Fit(float(alpha), float(beta), residuals)
 
 
 def exchange_flows(world_size: int) -> int:
@@ -231,23 +197,117 @@ def default_calibration_path() -> Path:
     return Path.home() / ".cache" / "distml-lab" / "calibration.json"
 
 
+_POSITIVE = ("bandwidth_Bps", "reduce_Bps", "memcpy_Bps", "flops_per_s",
+             "world_size", "cores", "p2p_sizes", "p2p_times_s", "exchange_sizes",
+             "exchange_times_s", "shift_ahead_times_s", "swap_ahead_times_s",
+             "reduce_ahead_times_s", "stream_times_s")
+"""Fields whose every value must be above zero (a zero rate or measured time means nothing
+was measured, and a rate divides in the model); every other number must be at least 0 — a
+fitted latency may come out at zero — but for the fit's residuals, which have a sign."""
+_PER_SIZE = {"p2p_sizes": ("p2p_times_s", "fit_rel_residuals", "send_return_times_s"),
+             "exchange_sizes": ("exchange_times_s", "shift_ahead_times_s", "swap_ahead_times_s",
+                                "reduce_ahead_times_s", "stream_times_s")}
+"""Lists of one value per measured size: each is empty (not measured) or as long as its sizes."""
+
+
+def check_entry(key: str, raw: Any) -> CalibrationEntry:
+    """The entry stored under ``key`` as a :class:`CalibrationEntry`, checked field by field.
+
+    Refused, with one line naming the key and the field: a field of the wrong type or
+    unknown, a missing required one, a number that is not finite, a rate, time or size that
+    is not above zero (see :data:`_POSITIVE`), per-size lists that do not match their sizes,
+    a chain that is not one step per ``k = 2 … world_size``, and an entry whose own host,
+    backend, world size and network do not give ``key`` (data of one world filed under
+    another's key).
+    """
+    def bad(why: str) -> CalibrationError:
+        return CalibrationError(f"entry {key!r}: {why}; run 'distml-lab calibrate' again")
+
+    if not isinstance(raw, dict):
+        raise bad("is not an object")
+    known = {f.name: f for f in fields(CalibrationEntry)}
+    if unknown := sorted(set(raw) - set(known)):
+        raise bad(f"unknown field {unknown[0]!r}")
+    for name, f in known.items():
+        if name not in raw:
+            if f.default is f.default_factory is MISSING:
+                raise bad(f"missing field {name!r}")
+            continue
+        _check_value(name, str(f.type), raw[name], bad)
+    try:
+        entry = CalibrationEntry(**raw)
+    except TypeError as exc:
+        raise bad(str(exc)) from None
+    for sizes, per_size in _PER_SIZE.items():
+        n = len(getattr(entry, sizes))
+        for name in per_size:
+            if len(getattr(entry, name)) not in (0, n):
+                raise bad(f"{name} has {len(getattr(entry, name))} values for {n} sizes")
+    for name in ("chain_latency_s", "chain_ahead_latency_s"):
+        if len(getattr(entry, name)) not in (0, entry.world_size - 1):
+            raise bad(f"{name} has {len(getattr(entry, name))} steps, not one per k = 2 … "
+                      f"{entry.world_size}")
+    if entry.key != key:
+        raise bad(f"holds the data of {entry.key!r}")
+    return entry
+
+
+def _check_value(name: str, kind: str, value: Any, bad: Callable[[str], Exception]) -> None:
+    """One field's value against its annotation (``str``, ``int``, ``float``, ``… | None``,
+    ``list[int]``, ``list[float]``) and its sign."""
+    if value is None and kind.endswith("| None"):
+        return
+    base = kind.removesuffix(" | None")
+    items = value if base.startswith("list[") else [value]
+    if base.startswith("list[") and not isinstance(value, list):
+        raise bad(f"{name} must be a list of numbers, not {value!r}")
+    base = base.removeprefix("list[").removesuffix("]")
+    for v in items:
+        if base == "str":
+            if not isinstance(v, str):
+                raise bad(f"{name} must be text, not {v!r}")
+            continue
+        number = (int,) if base == "int" else (int, float)
+        if isinstance(v, bool) or not isinstance(v, number):
+            raise bad(f"{name} must be {'a whole number' if base == 'int' else 'a number'}, "
+                      f"not {v!r}")
+        if not math.isfinite(v):
+            raise bad(f"{name} must be finite, not {v!r}")
+        if name in _POSITIVE and v <= 0:
+            raise bad(f"{name} must be above zero, not {v!r}")
+        if name != "fit_rel_residuals" and v < 0:
+            raise bad(f"{name} must not be negative, not {v!r}")
+
+
 def load_calibration(path: str | Path | None = None) -> dict[str, CalibrationEntry]:
-    """Every entry of a calibration file, by key. A missing file is an empty dict."""
+    """Every entry of a calibration file, by key. A missing file is an empty dict.
+
+    Raises:
+        CalibrationError: in one line, for a file that cannot be read, has another schema,
+            or holds an entry that :func:`check_entry` refuses.
+    """
     path = Path(path) if path is not None else default_calibration_path()
     if not path.exists():
         return {}
     try:
         doc = json.loads(path.read_text())
-        if doc.get("schema") != SCHEMA_VERSION:
-            raise CalibrationError(
-                f"calibration file {path} has schema {doc.get('schema')!r}, "
-                f"expected {SCHEMA_VERSION}; run 'distml-lab calibrate' again")
-        return {k: CalibrationEntry(**v) for k, v in doc["entries"].items()}
-    except CalibrationError:
-        raise
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (OSError, ValueError) as exc:
         raise CalibrationError(
             f"cannot read calibration file {path}: {type(exc).__name__}: {exc}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("entries"), dict):
+        raise CalibrationError(f"calibration file {path} is not a distml-lab calibration "
+                               "(no 'entries' object)")
+    if doc.get("schema") != SCHEMA_VERSION:
+        raise CalibrationError(
+            f"calibration file {path} has schema {doc.get('schema')!r}, "
+            f"expected {SCHEMA_VERSION}; run 'distml-lab calibrate' again")
+    entries = {}
+    for key, raw in doc["entries"].items():
+        try:
+            entries[key] = check_entry(key, raw)
+        except CalibrationError as exc:
+            raise CalibrationError(f"calibration file {path}: {exc}") from None
+    return entries
 
 
 def find_entry(world_size: int, backend: str = "gloo", host: str | None = None,
@@ -270,15 +330,44 @@ def find_entry(world_size: int, backend: str = "gloo", host: str | None = None,
         f"run 'distml-lab calibrate --world {world_size}{how}'")
 
 
-def save_entry(entry: CalibrationEntry, path: str | Path | None = None) -> Path:
-    """Add or replace one entry, writing the file atomically (never half-written)."""
+def check_writable(path: str | Path | None = None) -> Path:
+    """Check, before any measuring, that a calibration can be saved into ``path``: the file,
+    if there, is a calibration this version reads (so no entry of it is lost by a rewrite),
+    and its folder — or the nearest folder above it that exists — is writable. Creates
+    nothing. Returns the path.
+
+    Raises:
+        CalibrationError: in one line, naming the file or folder.
+    """
     path = Path(path) if path is not None else default_calibration_path()
-    entries = load_calibration(path)
-    entries[entry.key] = entry
-    doc: dict[str, Any] = {"schema": SCHEMA_VERSION,
-                           "entries": {k: asdict(v) for k, v in sorted(entries.items())}}
+    if path.is_dir():
+        raise CalibrationError(f"calibration file {path} is a folder; name a file")
+    load_calibration(path)
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        raise CalibrationError(f"cannot save the calibration file {path}: {folder} is not a "
+                               "writable folder")
+    return path
+
+
+def save_entry(entry: CalibrationEntry, path: str | Path | None = None) -> Path:
+    """Add or replace one entry: a locked read-modify-write, written atomically.
+
+    Two calibrations saving into one file at once both keep their entries: the read, the
+    change and the write happen under :func:`~simulator.core.atomic.folder_lock` of the
+    file's folder, and the write is :func:`~simulator.core.atomic.write_atomic` (a crash
+    leaves the old file or the new one). An entry that :func:`check_entry` refuses is never
+    written.
+    """
+    path = Path(path) if path is not None else default_calibration_path()
+    check_entry(entry.key, asdict(entry))
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(doc, indent=2))
-    tmp.replace(path)
+    with folder_lock(path.parent):
+        entries = load_calibration(path)
+        entries[entry.key] = entry
+        doc: dict[str, Any] = {"schema": SCHEMA_VERSION,
+                               "entries": {k: asdict(v) for k, v in sorted(entries.items())}}
+        write_atomic(path, json.dumps(doc, indent=2))
     return path

@@ -130,18 +130,23 @@ def test_an_entry_from_before_the_notice_and_posting_primitives_is_measured_agai
                                p2p_sizes=[2**16], p2p_times_s=[1e-4],
                                send_return_times_s=[6e-5], stream_times_s=[1.1e-4],
                                reduce_ahead_times_s=[1.8e-4])
+
+    def at(world: int, **changes):  # the same measurements, as a world of ``world`` ranks
+        return replace(current, world_size=world,
+                       chain_ahead_latency_s=[3e-4] * (world - 1), **changes)
+
     # complete, but measured with the ranks under the kernel's default policy
-    other_policy = replace(current, world_size=5, rank_sched="normal")
+    other_policy = at(5, rank_sched="normal")
     # complete but for the shift posted ahead; but for the swap posted ahead (three ranks
     # or more); at two ranks no swap is measured, and none is missing
-    no_ahead = replace(current, world_size=6, shift_ahead_times_s=[])
-    no_swap = replace(current, world_size=7, swap_ahead_times_s=[])
-    two = replace(current, world_size=2, swap_ahead_times_s=[])
+    no_ahead = at(6, shift_ahead_times_s=[])
+    no_swap = at(7, swap_ahead_times_s=[])
+    two = at(2, swap_ahead_times_s=[])
     # complete but for the stream one way; but for the ping-pong's send returns
-    no_stream = replace(current, world_size=8, stream_times_s=[])
-    no_returns = replace(current, world_size=9, send_return_times_s=[])
+    no_stream = at(8, stream_times_s=[])
+    no_returns = at(9, send_return_times_s=[])
     # complete but for the reducing shift
-    no_reducing = replace(current, world_size=10, reduce_ahead_times_s=[])
+    no_reducing = at(10, reduce_ahead_times_s=[])
     for entry in (old, current, other_policy, no_ahead, no_swap, no_stream, no_returns,
                   no_reducing):
         save_entry(entry, path)
