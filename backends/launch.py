@@ -10,35 +10,44 @@ under ``torchrun``, which is how a user goes beyond one machine::
         backends.collectives.point_to_point:ping_pong_demo 1048576
 
 Rendezvous (book ch. 5, "Store and TCPStore"): the parent itself hosts the ``TCPStore`` on a
-port the operating system picks, so two launches never race for a port; each child joins the
-store as a client and builds its process group on it.
+port the operating system picks, so two launches never race for a port, and on loopback only
+(:mod:`backends.rendezvous`: the store has no password); each child joins the store as a client
+and builds its process group on it, its gloo pairs bound to ``lo`` as well.
 
 Failure handling — the launcher never hangs and never leaves orphans:
 
 * a rank whose function raises reports the exception and traceback; the parent stops every
   other rank and raises :class:`RankError` naming the rank;
-* a rank that exits without reporting (``os._exit``, a crash, the OOM killer) is noticed by the
-  parent within a fraction of a second and named;
+* a rank that exits without reporting (``os._exit``, a crash, the OOM killer, gloo's abort) is
+  noticed by the parent within a fraction of a second and named, with the last line it wrote
+  to stderr; a rank blocked in its function is named, not the peers that gave up waiting for
+  it (:mod:`backends.launch_faults`);
 * process groups carry a short timeout, and the whole launch an optional deadline;
-* every child is reaped (terminated, then killed); children also die with the parent
-  (``PR_SET_PDEATHSIG`` on Linux).
+* every child is reaped (terminated, then killed), on SIGTERM too; ranks exit by themselves when
+  the launcher dies, even of SIGKILL, and the fork server and resource tracker follow them
+  (:mod:`backends.lifeline`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import datetime
 import importlib
 import multiprocessing as mp
 import os
-import queue
 import signal
 import sys
 import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
+
+from backends.launch_faults import RankError as RankError  # raised by spawn, imported from here
+from backends.launch_faults import StderrTap, collect, redirect_stderr
+from backends.lifeline import InheritedFd, Lifeline, hold_lifeline, sigterm_unwinds
 
 DEFAULT_TIMEOUT_S = 30.0
 """Process-group timeout, s: a collective waiting longer than this fails instead of hanging."""
@@ -47,17 +56,6 @@ RANK_SCHED_ENV = "DISTML_RANK_SCHED"
 """Environment variable choosing the ranks' Linux scheduling policy: ``batch`` (the default)
 or ``normal`` (the kernel's default, ``SCHED_OTHER``); see :func:`apply_rank_sched`."""
 RANK_SCHED_POLICIES = ("batch", "normal")
-
-
-class RankError(RuntimeError):
-    """A rank failed. ``rank`` is the failing rank, ``remote_traceback`` its traceback text."""
-
-    def __init__(self, rank: int, message: str, remote_traceback: str = "") -> None:
-        super().__init__(f"rank {rank} {message}"
-                         + (f"\n--- traceback of rank {rank} ---\n{remote_traceback}"
-                            if remote_traceback else ""))
-        self.rank = rank
-        self.remote_traceback = remote_traceback
 
 
 def resolve_backend(backend: str = "auto") -> str:
@@ -143,9 +141,10 @@ def _die_with_parent() -> None:
             pass
 
 
-PRELOAD = ("torch", "torch.distributed", "torch._dynamo", "numpy")
-"""Modules the launcher's fork server imports once, so that a rank starts with them loaded
-(``torch._dynamo``: a rank's first ``torch.optim`` optimizer imports it, 1.5–2.3 s of CPU)."""
+PRELOAD = ("torch", "torch.distributed", "torch._dynamo", "numpy", "backends.forkserver_exit")
+"""Modules the fork server imports once, so that a rank starts with them loaded (``torch._dynamo``:
+a rank's first optimizer imports it, 1.5–2.3 s of CPU; :mod:`backends.forkserver_exit`: so that
+the server removes its socket's folder as it exits)."""
 
 
 def rank_context() -> Any:
@@ -178,16 +177,44 @@ def _adopt_environment(environ: Mapping[str, str]) -> None:
         sys.modules["torch"].set_num_threads(int(threads))
 
 
+@dataclass
+class RankLinks:
+    """What ties a rank to its launcher: the queue it reports on, its end of the launcher's
+    :class:`~backends.lifeline.Lifeline`, and the file its stderr goes to
+    (:class:`~backends.launch_faults.StderrTap`)."""
+
+    results: Any
+    lifeline: InheritedFd
+    stderr: InheritedFd
+
+
 def _rank_main(fn: Callable[..., Any], args: tuple[Any, ...], rank: int, world_size: int,
-               backend: str, host: str, port: int, timeout_s: float,
-               results: Any, environ: Mapping[str, str] | None = None) -> None:
-    """Body of one child process: take the launcher's environment (``environ``; ``None``:
-    keep the inherited one), join the store, build the group, run ``fn``, report."""
+               backend: str, host: str, port: int, timeout_s: float, links: RankLinks,
+               environ: Mapping[str, str] | None = None) -> None:
+    """Body of a rank forked by the fork server: die with the server (:func:`_die_with_parent`)
+    as well as with the launcher, then :func:`run_rank`."""
     _die_with_parent()
+    run_rank(fn, args, rank, world_size, backend, host, port, timeout_s, links, environ)
+
+
+def run_rank(fn: Callable[..., Any], args: tuple[Any, ...], rank: int, world_size: int,
+             backend: str, host: str, port: int, timeout_s: float, links: RankLinks,
+             environ: Mapping[str, str] | None = None,
+             on_orphaned: Callable[[], None] | None = None) -> None:
+    """Body of one rank: exit when the launcher dies (after ``on_orphaned``), write stderr to
+    the launcher's tap, take the launcher's environment (``environ``; ``None``: keep the
+    inherited one), join the store, build the group, run ``fn``, report.
+
+    Reports on ``links.results``: ``done`` when ``fn`` returned and the rank enters the final
+    barrier, then ``ok`` with the value, or ``error`` with the message and traceback. A failing
+    rank reports *before* it tears its group down — the teardown is how its peers learn of the
+    failure — so that the culprit's report is on its way before its victims'."""
+    redirect_stderr(links.stderr)
     try:
         if environ is not None:
             _adopt_environment(environ)
-        apply_rank_sched()
+        apply_rank_sched()  # before any thread starts: threads inherit the policy
+        hold_lifeline(links.lifeline, on_orphaned)
         import torch.distributed as dist
 
         if backend == "nccl":
@@ -199,17 +226,21 @@ def _rank_main(fn: Callable[..., Any], args: tuple[Any, ...], rank: int, world_s
             host, port, world_size, is_master=False, timeout=timeout)
         dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
                                 timeout=timeout)
-        try:
-            value = fn(*args)
-            # Meet before tearing down: a rank that finished at once must not close its
-            # connections while a slower rank is still connecting to it.
-            dist.barrier()
-        finally:
-            dist.destroy_process_group()
-        results.put((rank, "ok", value, ""))
+        value = fn(*args)
+        links.results.put((rank, "done", None, ""))  # a timeout from here on is a peer's
+        # Meet before tearing down: a rank that finished at once must not close its
+        # connections while a slower rank is still connecting to it.
+        dist.barrier()
+        dist.destroy_process_group()
     except BaseException as exc:  # report everything, even KeyboardInterrupt
-        results.put((rank, "error", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+        links.results.put((rank, "error", f"{type(exc).__name__}: {exc}",
+                           traceback.format_exc()))
+        group = sys.modules.get("torch.distributed")  # None: it failed before the import
+        if group is not None and group.is_initialized():
+            with contextlib.suppress(Exception):
+                group.destroy_process_group()
         sys.exit(1)
+    links.results.put((rank, "ok", value, ""))
 
 
 def spawn(fn: Callable[..., Any], world_size: int, *args: Any, backend: str = "auto",
@@ -252,86 +283,58 @@ def spawn(fn: Callable[..., Any], world_size: int, *args: Any, backend: str = "a
     if network != "loopback" or bandwidth is not None:
         raise ValueError(f"unknown network {network!r}; choose loopback or shaped (a "
                          "bandwidth needs network='shaped')")
-    import torch.distributed as dist
+    from backends.rendezvous import LOOPBACK, loopback_interfaces, master_store
 
     backend = resolve_backend(backend)
-    host = "127.0.0.1"
-    store = dist.TCPStore(host, 0, world_size, is_master=True,  # type: ignore[attr-defined]
-                          wait_for_workers=False, timeout=datetime.timedelta(seconds=timeout))
-    ctx = rank_context()
-    results = ctx.Queue()
-    child_env = {"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), **(env or {})}
+    host = LOOPBACK  # the store, gloo's pairs and RPC's agents listen on loopback only
+    store = master_store(world_size, timeout, host)
+    child_env = {"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+                 **loopback_interfaces(), **(env or {})}
     environ = {**os.environ, **child_env}
-    procs = []
-    with temporary_env(child_env):  # a fork server started now inherits the ranks' settings
-        for rank in range(world_size):
-            proc = ctx.Process(
-                target=_rank_main, name=f"distml-rank{rank}", daemon=True,
-                args=(fn, args, rank, world_size, backend, host, store.port, timeout, results,
-                      environ))
-            proc.start()
-            procs.append(proc)
+    port = store.port
+
+    def rank_args(rank: int, links: RankLinks) -> tuple[Any, ...]:
+        return (fn, args, rank, world_size, backend, host, port, timeout, links, environ)
+
     try:
-        return _collect(procs, results, deadline)
+        # a fork server started now inherits the ranks' settings
+        return run_ranks(rank_context(), _rank_main, rank_args, world_size, deadline, child_env)
     finally:
-        _reap(procs)
-        results.close()
         del store
 
 
-_SECONDARY = ("closed by peer", "Connection reset", "Broken pipe", "Socket Timeout",
-              "timed out", "Timed out", "DistBackendError", "DistNetworkError")
-"""Marks of an error that only reports a peer's failure (its socket closed, a timeout)."""
-
-
-def _collect(procs: list[Any], results: Any, deadline: float | None) -> list[Any]:
-    """Gather one report per rank; on failure, name the rank that *caused* it.
-
-    When one rank fails, its peers usually fail too moments later ("connection closed by
-    peer"). So after the first bad news the parent listens a little longer and blames, in
-    order: a rank that died without a word, a rank with an error of its own, the first report.
-    """
-    world_size = len(procs)
-    values: dict[int, Any] = {}
-    errors: list[tuple[int, str, str]] = []
-    dead_since: dict[int, float] = {}
-    end = None if deadline is None else time.monotonic() + deadline
-    failing_since: float | None = None
-    while len(values) + len(errors) < world_size:
-        now = time.monotonic()
-        if failing_since is not None and now - failing_since > 1.0:
-            break
+def run_ranks(ctx: Any, target: Callable[..., None],
+              rank_args: Callable[[int, RankLinks], tuple[Any, ...]], world_size: int,
+              deadline: float | None, child_env: Mapping[str, str | None],
+              grace_s: float = 3.0) -> list[Any]:
+    """Start ``target(*rank_args(rank, links))`` in one process per rank (from ``ctx``, under
+    ``child_env``), collect their values (:func:`backends.launch_faults.collect`), and reap
+    them however this ends: a value, a :class:`RankError`, Ctrl-C or SIGTERM. After a success
+    the ranks get ``grace_s`` to exit by themselves; after a failure or a signal they are
+    stopped at once (a rank blocked in its function, or waiting for a peer that failed, would
+    only time out)."""
+    results = ctx.Queue()
+    lifeline, tap = Lifeline(), StderrTap(world_size)
+    procs: list[Any] = []
+    succeeded = False
+    with sigterm_unwinds():
         try:
-            rank, status, value, tb = results.get(timeout=0.05)
-            if status == "error":
-                errors.append((rank, value, tb))
-                failing_since = failing_since or time.monotonic()
-            else:
-                values[rank] = value
-            continue
-        except queue.Empty:
-            pass
-        reported = set(values) | {r for r, _, _ in errors}
-        for rank, proc in enumerate(procs):
-            if rank not in reported and not proc.is_alive():
-                dead_since.setdefault(rank, now)
-        silent = [r for r, t in dead_since.items() if now - t > 0.5 and r not in reported]
-        if silent and failing_since is None:
-            failing_since = now
-        if end is not None and now > end:
-            missing = sorted(set(range(world_size)) - reported)
-            raise RankError(missing[0], f"did not finish within the {deadline:g} s "
-                            f"deadline (ranks still running: {missing})")
-    reported = set(values) | {r for r, _, _ in errors}
-    silent = sorted(r for r in dead_since if r not in reported)
-    if silent:
-        code = procs[silent[0]].exitcode
-        raise RankError(silent[0], f"exited with code {code} without returning a result")
-    if errors:
-        own = [e for e in errors if not any(mark in e[1] for mark in _SECONDARY)]
-        rank, message, tb = (own or errors)[0]
-        raise RankError(rank, f"failed: {message}", tb)
-    return [values[r] for r in range(world_size)]
+            with temporary_env(child_env):
+                for rank in range(world_size):
+                    links = RankLinks(results, lifeline.rank_end, tap.rank_end(rank))
+                    proc = ctx.Process(target=target, name=f"distml-rank{rank}", daemon=True,
+                                       args=rank_args(rank, links))
+                    proc.start()
+                    procs.append(proc)  # started: only those can be reaped
+            values, succeeded = collect(procs, results, deadline, tap), True
+            return values
+        finally:
+            try:
+                _reap(procs, grace_s if succeeded else 0.0)
+            finally:
+                tap.close()
+                lifeline.close()
+                results.close()
 
 
 def _reap(procs: list[Any], grace_s: float = 3.0) -> None:

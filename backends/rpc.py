@@ -22,18 +22,19 @@ Three programs, all driven from rank 0 (the *driver*) with the others as *worker
   parameters, compute gradients on their data and push them; the server applies each round's
   averaged gradient (synchronous, ``@rpc.functions.async_execution`` waits for every trainer).
 
-:func:`init_rpc` starts RPC inside a process group made by :func:`backends.launch.spawn` (the
-port is agreed over that group), with a short timeout; :func:`shutdown` stops it.
+:func:`init_rpc` starts RPC inside a process group made by :func:`backends.launch.spawn` (its
+rendezvous store listens on loopback, its port agreed over that group), with a short timeout;
+:func:`shutdown` stops it.
 Times are seconds, sizes bytes.
 """
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, cast
+from urllib.parse import parse_qsl, urlparse
 
 import torch
 import torch.distributed as dist
@@ -41,6 +42,9 @@ import torch.distributed.autograd as dist_autograd
 import torch.distributed.rpc as rpc
 from torch import nn
 from torch.distributed.optim import DistributedOptimizer
+from torch.distributed.rendezvous import register_rendezvous_handler
+
+from backends.rendezvous import group_store
 
 DEFAULT_RPC_TIMEOUT_S = 30.0
 
@@ -50,17 +54,28 @@ def worker_name(rank: int) -> str:
     return f"worker{rank}"
 
 
+def _group_rendezvous(url: str, **kwargs: Any) -> Iterator[tuple[Any, int, int]]:
+    """RPC's rendezvous for ``init_method="distml-group://?timeout_s=T"``: a fresh store that
+    rank 0 of the default process group serves on loopback or ``MASTER_ADDR``, its port sent
+    over the group (:func:`backends.rendezvous.group_store`). RPC's own ``tcp://`` rendezvous
+    would make rank 0's store listen on every interface."""
+    query = dict(parse_qsl(urlparse(url).query))
+    yield group_store(float(query["timeout_s"])), int(query["rank"]), int(query["world_size"])
+    raise RuntimeError("the distml-group rendezvous runs once per init_rpc")
+
+
+register_rendezvous_handler("distml-group", _group_rendezvous)  # type: ignore[no-untyped-call]
+
+
 def init_rpc(timeout_s: float = DEFAULT_RPC_TIMEOUT_S) -> None:
-    """Start RPC on every rank of the default process group (rank 0 picks a free port)."""
+    """Start RPC on every rank of the default process group, timeout ``timeout_s`` s.
+
+    The rendezvous store listens on loopback (:func:`_group_rendezvous`); each rank's
+    TensorPipe agent listens on the interface ``TP_SOCKET_IFNAME`` names, which
+    :func:`backends.launch.spawn` sets to ``lo``."""
     rank, world = dist.get_rank(), dist.get_world_size()
-    port = torch.zeros(1, dtype=torch.int64)
-    if rank == 0:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port[0] = s.getsockname()[1]
-    dist.broadcast(port, 0)
     options = rpc.TensorPipeRpcBackendOptions(
-        init_method=f"tcp://127.0.0.1:{int(port)}", rpc_timeout=timeout_s,
+        init_method=f"distml-group://?timeout_s={timeout_s:g}", rpc_timeout=timeout_s,
         num_worker_threads=8)
     rpc.init_rpc(worker_name(rank), rank=rank, world_size=world,  # type: ignore[no-untyped-call]
                  rpc_backend_options=options)

@@ -35,8 +35,9 @@ network instead, built from Linux parts and torn down afterwards::
 
 Everything is removed afterwards — on success, when a rank fails, on an exception, on Ctrl-C and
 on SIGTERM (``try``/``finally``, a SIGTERM handler, and ``atexit``). Deleting a namespace deletes
-the veth ends inside it; nothing is ever created in the host's own namespace. A run killed with
-SIGKILL cannot clean up: the next run removes namespaces of the lab whose process is gone
+the veth ends inside it; nothing is ever created in the host's own namespace. A launcher killed
+with SIGKILL runs no code at all: its ranks notice (:mod:`backends.lifeline`) and delete the run's
+namespaces as they exit, and the next run removes any a dead launcher left without ranks
 (:func:`cleanup_stale`; only names matching ``dml<pid>-``).
 
 Needs Linux, root (``CAP_NET_ADMIN`` and ``CAP_SYS_ADMIN``) and iproute2 (``ip``, ``tc``) with
@@ -48,15 +49,12 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
-import datetime
 import multiprocessing as mp
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -309,41 +307,36 @@ def _remove_all() -> None:
         net.down()
 
 
-@contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """While the network is up, SIGTERM unwinds like Ctrl-C, so ``finally`` removes it."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 # ---- launching ranks inside ---------------------------------------------------------------
 
 def _shaped_rank_main(namespace: str, fn: Callable[..., Any], args: tuple[Any, ...],
                       rank: int, world_size: int, backend: str, host: str, port: int,
-                      timeout_s: float, results: Any) -> None:
-    """Body of one rank: enter its namespace, tune TCP there, then run as the launcher does."""
-    from backends.launch import _die_with_parent, _rank_main
+                      timeout_s: float, links: Any) -> None:
+    """Body of one rank: enter its namespace, tune TCP there, then run as the launcher does.
 
-    _die_with_parent()
+    A rank that outlives its launcher (``kill -9``) deletes the run's namespaces on its way out
+    (:func:`_delete_run`). That is why it has no ``PR_SET_PDEATHSIG``: the signal would kill it
+    before it could."""
+    from backends.launch import run_rank
+
     try:
         enter_namespace(namespace)
         for name, value in TCP_SETTINGS.items():  # this namespace's TCP only
             with open(f"/proc/sys/net/ipv4/{name}", "w") as fh:
                 fh.write(f"{value}\n")
     except BaseException as exc:
-        results.put((rank, "error", f"cannot enter namespace {namespace}: {exc}", ""))
+        links.results.put((rank, "error", f"cannot enter namespace {namespace}: {exc}", ""))
         sys.exit(1)
-    _rank_main(fn, args, rank, world_size, backend, host, port, timeout_s, results)
+    run_rank(fn, args, rank, world_size, backend, host, port, timeout_s, links,
+             on_orphaned=lambda: _delete_run(namespace))
+
+
+def _delete_run(namespace: str) -> None:
+    """Delete every namespace of the run that ``namespace`` belongs to (``dml<pid><tag>-``)."""
+    run = namespace.rsplit("-", 1)[0] + "-"
+    for name in lab_namespaces():
+        if name.startswith(run):
+            _delete_namespace(name)
 
 
 def spawn_shaped(fn: Callable[..., Any], world_size: int, *args: Any,
@@ -362,9 +355,9 @@ def spawn_shaped(fn: Callable[..., Any], world_size: int, *args: Any,
         ValueError: a bad bandwidth or world size.
         RankError: as :func:`backends.launch.spawn`.
     """
-    import torch.distributed as dist
-
-    from backends.launch import _collect, _reap, resolve_backend, temporary_env
+    from backends.launch import RankLinks, resolve_backend, run_ranks
+    from backends.lifeline import sigterm_unwinds
+    from backends.rendezvous import master_store
 
     if world_size < 1:
         raise ValueError(f"world size must be at least 1, got {world_size}")
@@ -374,33 +367,22 @@ def spawn_shaped(fn: Callable[..., Any], world_size: int, *args: Any,
         raise ValueError(f"the shaped network runs gloo ranks on CPUs, not {backend}")
     check_available()
     net = ShapedNetwork(rates)
-    procs: list[Any] = []
     store = None
-    with _sigterm_as_interrupt():
+    with sigterm_unwinds():  # Ctrl-C and SIGTERM unwind through the finally below
         try:
             net.up()
-            with in_namespace(net.bridge_ns):  # the store listens on the bridge
-                store = dist.TCPStore(  # type: ignore[attr-defined]
-                    BRIDGE_ADDR, 0, world_size, is_master=True, wait_for_workers=False,
-                    timeout=datetime.timedelta(seconds=timeout))
-            ctx = mp.get_context("spawn")
-            results = ctx.Queue()
+            with in_namespace(net.bridge_ns):  # the store listens on the bridge's address only
+                store = master_store(world_size, timeout, BRIDGE_ADDR)
+            port = store.port
             child_env = {"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
                          "GLOO_SOCKET_IFNAME": RANK_IFNAME, **(env or {})}
-            with temporary_env(child_env):
-                for rank in range(world_size):
-                    proc = ctx.Process(
-                        target=_shaped_rank_main, name=f"distml-rank{rank}", daemon=True,
-                        args=(net.rank_ns(rank), fn, args, rank, world_size, backend,
-                              BRIDGE_ADDR, store.port, timeout, results))
-                    proc.start()
-                    procs.append(proc)
-            try:
-                return _collect(procs, results, deadline)
-            finally:
-                _reap(procs, grace_s=1.0)
-                results.close()
+
+            def rank_args(rank: int, links: RankLinks) -> tuple[Any, ...]:
+                return (net.rank_ns(rank), fn, args, rank, world_size, backend, BRIDGE_ADDR,
+                        port, timeout, links)
+
+            return run_ranks(mp.get_context("spawn"), _shaped_rank_main, rank_args,
+                             world_size, deadline, child_env, grace_s=1.0)
         finally:
-            _reap(procs, grace_s=0.0)
             del store  # its socket lives in the bridge namespace
             net.down()

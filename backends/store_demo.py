@@ -7,6 +7,8 @@ and waits until all have arrived; after that the store is a place to agree on li
 (who leads, how many have arrived) without a collective. A **process group** is a set of ranks
 with its own communicator; ``dist.new_group(ranks)`` and ``dist.new_subgroups(size)`` cut the
 world into smaller groups — DDP's data-parallel groups in 3D parallelism are such groups.
+A store answers whoever reaches its port, without a password, so the lab's stores listen on
+loopback only (:mod:`backends.rendezvous`).
 
 :func:`store_demo` (one rank's part) walks through the store's calls:
 
@@ -32,7 +34,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -42,6 +43,7 @@ import torch
 import torch.distributed as dist
 
 from backends.launch import spawn
+from backends.rendezvous import group_store
 
 
 class StoreTimeout(TimeoutError):
@@ -62,25 +64,11 @@ def get_or_timeout(store: Any, key: str, timeout_s: float) -> bytes:
         store.set_timeout(saved)
 
 
-def _connect(world: int, timeout_s: float) -> Any:
-    """A fresh TCPStore: rank 0 serves it on a port the OS picks and tells the others."""
-    host = os.environ.get("MASTER_ADDR", "127.0.0.1")
-    timeout = datetime.timedelta(seconds=timeout_s)
-    rank = dist.get_rank()
-    store = (dist.TCPStore(host, 0, world, is_master=True, timeout=timeout,  # type: ignore[attr-defined]
-                           wait_for_workers=False) if rank == 0 else None)
-    port = [store.port if store is not None else 0]
-    dist.broadcast_object_list(port, src=0)  # the default group carries the port number
-    if store is None:
-        store = dist.TCPStore(host, port[0], world, is_master=False,  # type: ignore[attr-defined]
-                              timeout=timeout)
-    return store
-
-
 def store_demo(timeout_s: float = 10.0, missing_timeout_s: float = 0.5) -> dict[str, Any]:
     """One rank's walk through a TCPStore (call on every rank); returns what it saw."""
     rank, world = dist.get_rank(), dist.get_world_size()
-    store = _connect(world, timeout_s)
+    # a fresh store: rank 0 serves it on loopback (or MASTER_ADDR), the port goes over the group
+    store = group_store(timeout_s)
     seen: dict[str, Any] = {"rank": rank}
     if rank == 0:  # 1. set / get: get blocks until the key exists
         store.set("config/lr", "0.1")

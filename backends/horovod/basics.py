@@ -12,7 +12,8 @@ Where the world comes from (in this order):
 2. otherwise the environment ``horovodrun`` sets (:mod:`backends.horovod.runner`):
    ``HOROVOD_RANK``, ``HOROVOD_SIZE``, ``HOROVOD_LOCAL_RANK``, ``HOROVOD_LOCAL_SIZE``,
    ``HOROVOD_CROSS_RANK``, ``HOROVOD_CROSS_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``: a gloo
-   group is built on a TCP store hosted by rank 0, with the lab's short timeout;
+   group is built on a TCP store hosted by rank 0 (listening on ``MASTER_ADDR`` only,
+   :mod:`backends.rendezvous`), with the lab's short timeout;
 3. otherwise a world of one process.
 
 Either way ``init`` builds two gloo groups of its own over Horovod's ranks, on the world's
@@ -49,6 +50,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from backends.launch import DEFAULT_TIMEOUT_S, apply_rank_sched
+from backends.rendezvous import master_addr, master_store
 
 DEFAULT_CYCLE_TIME_MS = 1.0
 """Horovod's current default cycle time (early releases: 5 ms), ms."""
@@ -173,11 +175,14 @@ def _init_default_group(timeout_s: float) -> bool:
     rank, size = _env_int(env, "HOROVOD_RANK"), _env_int(env, "HOROVOD_SIZE")
     if not 0 <= rank < size:
         raise ValueError(f"HOROVOD_RANK={rank} is not within HOROVOD_SIZE={size}")
-    addr = env.get("MASTER_ADDR", "127.0.0.1")
+    addr = master_addr(env)
     port = _env_int(env, "MASTER_PORT")
     apply_rank_sched()  # a task of horovodrun is a rank: the launcher's policy (before threads)
-    store = dist.TCPStore(addr, port, size, is_master=rank == 0,  # type: ignore[attr-defined]
-                          timeout=timeout)
+    if rank == 0:  # rank 0 hosts the store, listening on MASTER_ADDR only
+        store = master_store(size, timeout_s, addr, port, wait_for_workers=True)
+    else:
+        store = dist.TCPStore(addr, port, size, is_master=False,  # type: ignore[attr-defined]
+                              timeout=timeout)
     dist.init_process_group("gloo", store=store, rank=rank, world_size=size, timeout=timeout)
     return True
 

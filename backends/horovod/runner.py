@@ -19,7 +19,8 @@ This module keeps that shape for a single host (``-H localhost:np``):
    within the start timeout fails the job, naming its rank;
 4. output lines are prefixed ``[rank]<stdout>:`` / ``[rank]<stderr>:`` as Horovod does;
 5. a task exiting non-zero, Ctrl-C or SIGTERM terminates every task (SIGTERM to its process group,
-   SIGKILL after a grace period); tasks also die with the launcher (``PR_SET_PDEATHSIG``).
+   SIGKILL after a grace period); tasks also die with the launcher (``PR_SET_PDEATHSIG``). A
+   failure names the task to blame, which is not always the first to exit (:mod:`.blame`).
 
 Going beyond one machine is Horovod's (or ``torchrun``'s) job; the per-host probe of interfaces is
 described in the textbook and not reproduced here.
@@ -43,6 +44,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import IO, Any
 
+from backends.horovod.blame import Tails, judge, ranks_text
 from backends.horovod.task_service import (
     DRIVER_ADDR_ENV,
     DRIVER_PORT_ENV,
@@ -51,6 +53,7 @@ from backends.horovod.task_service import (
     verify,
 )
 from backends.launch import rank_sched_policy
+from backends.rendezvous import loopback_interfaces
 
 DEFAULT_START_TIMEOUT_S = 30.0
 """Horovod's default start timeout (``--start-timeout``, ``HOROVOD_START_TIMEOUT``), s."""
@@ -167,6 +170,7 @@ def task_env(rank: int, np: int, driver_port: int, master_port: int, key: str, *
     ``torch.distributed`` rendezvous)."""
     env = dict(os.environ if base is None else base)
     env.setdefault("OMP_NUM_THREADS", "1")
+    env.update(loopback_interfaces(env))  # gloo's pairs on lo too, unless the user names one
     env.update({
         "HOROVOD_HOSTNAME": "localhost",
         "HOROVOD_RANK": str(rank), "HOROVOD_SIZE": str(np),
@@ -202,14 +206,18 @@ def _pdeathsig() -> Callable[[], None] | None:
     return set_pdeathsig
 
 
-def _forward(stream: IO[bytes], prefix: str, out: IO[str], lock: threading.Lock) -> None:
-    """Copy a task's lines to ``out`` with the rank's prefix; keep draining the pipe even if
-    ``out`` breaks (``| head``), so that the task never blocks on a full pipe."""
+def _forward(stream: IO[bytes], prefix: str, out: IO[str], lock: threading.Lock,
+             tail: Callable[[str | None], None] | None = None) -> None:
+    """Copy a task's lines to ``out`` with the rank's prefix, and to ``tail`` (its stderr's:
+    :meth:`~backends.horovod.blame.Tails.reader`; ``None`` at end-of-file); keep draining the
+    pipe even if ``out`` breaks (``| head``), so that the task never blocks on a full pipe."""
     broken = False
     for raw in iter(stream.readline, b""):
+        line = raw.decode(errors="replace").rstrip("\n")
+        if tail is not None:
+            tail(line)
         if broken:
             continue
-        line = raw.decode(errors="replace").rstrip("\n")
         with lock:
             try:
                 out.write(f"{prefix}{line}\n")
@@ -217,20 +225,8 @@ def _forward(stream: IO[bytes], prefix: str, out: IO[str], lock: threading.Lock)
             except (OSError, ValueError):
                 broken = True
     stream.close()
-
-
-def _describe(status: int) -> str:
-    if status < 0:
-        try:
-            return f"was killed by {signal.Signals(-status).name}"
-        except ValueError:
-            return f"was killed by signal {-status}"
-    return f"exited with status {status}"
-
-
-def _exit_status(status: int) -> int:
-    """Shell convention: 128 + n for a task killed by signal n."""
-    return 128 - status if status < 0 else status
+    if tail is not None:
+        tail(None)
 
 
 def _terminate(procs: Sequence[subprocess.Popen[bytes]], reaped: set[int],
@@ -294,8 +290,9 @@ def horovodrun(np: int, command: Sequence[str], *, cycle_time_ms: float | None =
         on_start: called once with the driver and the tasks' pids after they started (tests).
 
     Returns:
-        0 when every task exited with 0; otherwise the first failing task's status (128 + n
-        for a signal), 1 when a task did not come up, 130/143 after SIGINT/SIGTERM.
+        0 when every task exited with 0; otherwise the status of the task blamed
+        (:mod:`backends.horovod.blame`; of the first to fail when the blamed one is blocked;
+        128 + n for a signal), 1 when a task did not come up, 130/143 after SIGINT/SIGTERM.
 
     Raises:
         ValueError: bad arguments (in user terms, one line).
@@ -322,6 +319,7 @@ def horovodrun(np: int, command: Sequence[str], *, cycle_time_ms: float | None =
             err.flush()
 
     lock = threading.Lock()
+    tails = Tails(np)
     received: list[int] = []
     reaped: set[int] = set()
     pdeathsig = _pdeathsig()
@@ -343,15 +341,16 @@ def horovodrun(np: int, command: Sequence[str], *, cycle_time_ms: float | None =
                     _terminate(procs, reaped)
                     raise ValueError(f"cannot start {command[0]!r}: {exc.strerror}") from None
                 procs.append(p)
-                for stream, name, sink in ((p.stdout, "stdout", out), (p.stderr, "stderr", err)):
+                for stream, name, sink, tail in ((p.stdout, "stdout", out, None),
+                                                 (p.stderr, "stderr", err, tails.reader(rank))):
                     assert stream is not None
                     t = threading.Thread(target=_forward, args=(stream, f"[{rank}]<{name}>:",
-                                                                sink, lock), daemon=True)
+                                                                sink, lock, tail), daemon=True)
                     t.start()
                     readers.append(t)
             if on_start is not None:
                 on_start(driver, [p.pid for p in procs])
-            return _supervise(procs, driver, start_timeout_s, received, reaped, say)
+            return _supervise(procs, driver, start_timeout_s, received, reaped, say, tails)
     finally:
         _terminate(procs, reaped)
         for t in readers:
@@ -361,8 +360,9 @@ def horovodrun(np: int, command: Sequence[str], *, cycle_time_ms: float | None =
 
 def _supervise(procs: Sequence[subprocess.Popen[bytes]], driver: DriverService,
                start_timeout_s: float, received: list[int], reaped: set[int],
-               say: Callable[[str], None]) -> int:
-    """Watch the tasks until all exit, one fails, the start check fails or a signal arrives."""
+               say: Callable[[str], None], tails: Tails) -> int:
+    """Watch the tasks until all exit, one fails (then blame one: :mod:`.blame`), the start
+    check fails or a signal arrives."""
     start = time.monotonic()
     came_up = False
     while True:
@@ -371,17 +371,15 @@ def _supervise(procs: Sequence[subprocess.Popen[bytes]], driver: DriverService,
             _terminate(procs, reaped)
             return 128 + received[0]
         statuses = [p.poll() for p in procs]
-        for rank, status in enumerate(statuses):
-            if status is not None and status != 0:
-                others = [r for r, s in enumerate(statuses) if s is None]
-                say(f"task {rank} (rank {rank}) {_describe(status)}"
-                    + (f"; terminating {_ranks(others)}" if others else ""))
-                _terminate(procs, reaped)
-                return _exit_status(status)
+        if any(s not in (None, 0) for s in statuses):
+            verdict = judge(procs, tails)
+            say(verdict.line([r for r, p in enumerate(procs) if p.poll() is None]))
+            _terminate(procs, reaped)
+            return verdict.status
         if all(s == 0 for s in statuses):
             missing = driver.missing()
             if missing:
-                say(f"warning: {_ranks(missing)} exited without calling hvd.init()")
+                say(f"warning: {ranks_text(missing)} exited without calling hvd.init()")
             return 0
         if not came_up:
             missing = driver.missing()
@@ -389,14 +387,9 @@ def _supervise(procs: Sequence[subprocess.Popen[bytes]], driver: DriverService,
                 came_up = True
             elif time.monotonic() - start > start_timeout_s:
                 live = [r for r in missing if statuses[r] is None]
-                say(f"{_ranks(missing)} did not come up within the start timeout of "
+                say(f"{ranks_text(missing)} did not come up within the start timeout of "
                     f"{start_timeout_s:g} s (no hvd.init() registered with the driver)"
                     + ("; terminating all tasks" if live else ""))
                 _terminate(procs, reaped)
                 return 1
         time.sleep(POLL_S)
-
-
-def _ranks(ranks: Sequence[int]) -> str:
-    """``rank 1`` or ``ranks 1, 2``."""
-    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(str(r) for r in ranks)

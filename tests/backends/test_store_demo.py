@@ -71,9 +71,10 @@ def test_bad_input_exits_with_status_2(argv, capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["store-demo", "--world", "17"], "1 to 16 ranks"),
-    (["store-demo", "--missing-timeout", "0"], "timeout must be in (0, 30]"),
-    (["store-demo", "--world", "two"], "invalid int value"),
+    (["store-demo", "--world", "17"], "invalid --world 17: must be a whole number from 1 to 16"),
+    (["store-demo", "--missing-timeout", "0"], "invalid --missing-timeout 0: must be a number > 0"
+     " and ≤ 30"),
+    (["store-demo", "--world", "two"], "invalid --world two"),
 ])
 def test_cli_bad_input_is_one_line_and_exit_status_2(argv, message, capsys):
     from lab.cli import main as cli_main
