@@ -20,9 +20,10 @@ swapped for ``dist.isend``/``dist.irecv`` behind a wrapper object ("dist.isend")
 in :data:`~simulator.core.calibration.SUSTAINED_REPEAT_S` repeats back to back, with the main
 thread's CPU time (``time.thread_time``) beside the wall time.
 
-Writes ``call_overhead.json``/``.csv``: per world, algorithm, size and way, the median wall
-time per call (slowest rank) and the median main-thread CPU per call (mean over ranks), s, and
-the ratio dist.isend / process group of each. Prints a table; asserts nothing.
+Writes ``call_overhead-<run id>.json``/``.csv`` (new files every run: ``_output.py``): per world,
+algorithm, size and way, the median wall time per call (slowest rank) and the median main-thread
+CPU per call (mean over ranks), s, and the ratio dist.isend / process group of each. Prints a
+table; asserts nothing.
 """
 
 from __future__ import annotations
@@ -31,11 +32,12 @@ import argparse
 import statistics
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from backends.launch import spawn
-from lab.compare import CALLS_PROBES, sustained_calls, write_csv, write_json
+from lab.compare import CALLS_PROBES, sustained_calls
+
+from _output import add_out, write_csv, write_json
 
 SIZES = (2**16, 2**20)
 """Bytes per rank: where the Python shows (64 KiB) and where the bytes dominate (1 MiB)."""
@@ -115,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--worlds", type=int, nargs="+", default=[2, 4])
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--out", default="benchmarks/results")
+    add_out(parser)
     args = parser.parse_args(argv)
     if args.rounds < 1 or any(w < 2 for w in args.worlds):
         parser.error("--rounds must be ≥ 1 and every world ≥ 2")
@@ -142,10 +144,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"p={world} {name:<30} {nbytes:>8} B  wall {fw * 1e6:7.1f} → "
                       f"{sw * 1e6:7.1f} µs ({sw / fw:4.2f}×)  main-thread CPU "
                       f"{fc * 1e6:6.1f} → {sc * 1e6:6.1f} µs ({sc / fc:4.2f}×)")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    write_json({"rounds": args.rounds, "records": rows}, out / "call_overhead.json")
-    write_csv(rows, out / "call_overhead.csv")
+    write_json({"rounds": args.rounds, "records": rows}, args.out, "call_overhead")
+    write_csv(rows, args.out, "call_overhead")
     return 0
 
 

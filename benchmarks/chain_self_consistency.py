@@ -17,14 +17,13 @@ where messages that start together are counted in the order the simulation start
 the model did before, and the other chapters' loopback model still does): there the ranks whose
 messages came first run ahead step after step, fewer messages are in flight than on the real
 host, and a sustained chain among four came out at under half the measured step. Reads a
-calibration only: no process is launched. Writes ``chain_self_consistency.json``; asserts
-nothing.
+calibration only: no process is launched. Writes ``chain_self_consistency-<run id>.json`` (a new
+file every run: ``_output.py``); asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -34,13 +33,15 @@ from simulator.core.calibration import load_calibration
 from simulator.core.hardware import Cluster
 from simulator.core.wakeup import chain_step_s
 
+from _output import add_out, write_json
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calibration", type=Path, default=None,
                         help="calibration file (default: the lab's own)")
     parser.add_argument("--steps", type=int, default=CHAIN_STEPS)
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    add_out(parser)
     args = parser.parse_args()
     if args.steps < 1:
         parser.error(f"--steps must be at least 1, got {args.steps}")
@@ -70,11 +71,7 @@ def main() -> None:
                   f"({model / measured - 1:+.0%}); counted in order, plain chain "
                   f"{ordered * 1e3:.3f} against {entry.chain_latency_s[k - 2] * 1e3:.3f} "
                   f"({ordered / entry.chain_latency_s[k - 2] - 1:+.0%})", flush=True)
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / "chain_self_consistency.json"
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps({"steps": args.steps, "rows": rows}, indent=2))
-    tmp.replace(path)
+    write_json({"steps": args.steps, "rows": rows}, args.out, "chain_self_consistency")
 
 
 if __name__ == "__main__":

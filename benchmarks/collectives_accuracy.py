@@ -6,9 +6,9 @@
 
 Calibrates worlds 2 and 4 into a fresh file (primitives only: ping-pong sweep, concurrent
 exchanges, chains of dependent exchanges, reduction, copy, matmul; kept as
-``OUT/collectives_calibration.json``), then measures the four headline algorithms of the issue —
-ring and recursive-doubling all-reduce, ring all-gather, binomial broadcast — at world 2 and 4
-over 64 KiB–16 MiB.
+``OUT/collectives_calibration-<run id>.json``), then measures the four headline algorithms of the
+issue — ring and recursive-doubling all-reduce, ring all-gather, binomial broadcast — at world 2
+and 4 over 64 KiB–16 MiB.
 
 ``--method sustained`` (the default): one launch per world, every algorithm and size
 interleaved in the same rounds, each repeat running its operation back to back for ~20 ms and
@@ -18,8 +18,8 @@ most — the chain of dependent exchanges, which prices a woken rank's wait, the
 exchanges up to 16 MiB, which price the loopback bus by load, and the ping-pong (with its
 sends' returns) and the stream one way of those sizes, which price a message alone — are timed
 again in those same rounds, the same way, and the predictions use them (the entry so changed is
-kept as ``OUT/collectives_calibration_rounds.json``): this host's waits and copy rates drift,
-and primitives measured minutes earlier miss the drift. ``--chain calibration`` predicts from
+kept as ``OUT/collectives_calibration_rounds-<run id>.json``): this host's waits and copy rates
+drift, and primitives measured minutes earlier miss the drift. ``--chain calibration`` predicts from
 the calibration as it was measured. The ranks run under the launcher's scheduling policy
 (``DISTML_RANK_SCHED``, ``batch`` unless set; see :func:`backends.launch.apply_rank_sched`).
 Each point is predicted as it was measured: the simulated twin runs as many calls back to back
@@ -29,14 +29,14 @@ receive-ready notice).
 ``--method single``: one launch per algorithm and world, timed the same way but without the
 re-timed primitives, PyTorch's built-in timed side by side (:func:`lab.compare.compare`).
 Writes every point (prediction, measured median/p10/p90, error, busbw) to
-``collectives_accuracy.json``/``.csv`` and prints the median |relative error| per twin and world.
+``collectives_accuracy-<run id>.json``/``.csv`` (new files every run, the calibrations' too:
+``_output.py``) and prints the median |relative error| per twin and world.
 Asserts nothing: read the medians, and run it twice to see how much this machine swings.
 """
 
 from __future__ import annotations
 
 import argparse
-import shutil
 import tempfile
 from pathlib import Path
 
@@ -46,10 +46,10 @@ from lab.compare import (
     compare_sustained,
     median_abs_error,
     records_as_dicts,
-    write_csv,
-    write_json,
 )
 from lab.twins import get_twin
+
+from _output import add_out, save_copy, write_csv, write_json
 
 TWINS = ("all_reduce.ring", "all_reduce.recursive_doubling", "all_gather.ring",
          "broadcast.binomial")
@@ -58,7 +58,7 @@ SIZES = [2**k for k in range(16, 25, 2)]  # 64 KiB … 16 MiB
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    add_out(parser)
     parser.add_argument("--repeats", type=int, default=25)
     parser.add_argument("--twins", nargs="+", default=list(TWINS), choices=TWINS)
     parser.add_argument("--worlds", nargs="+", type=int, default=[2, 4], choices=[2, 3, 4])
@@ -73,15 +73,13 @@ def main() -> None:
         if args.calibration is None:
             for world in args.worlds:
                 calibrate(world, path=cal)
-            args.out.mkdir(parents=True, exist_ok=True)
-            shutil.copy(cal, args.out / "collectives_calibration.json")
+            save_copy(cal, args.out, "collectives_calibration")
         if args.method == "sustained":
             rounds = Path(tmp) / "rounds.json" if args.chain == "rounds" else None
             records = compare_sustained(args.twins, args.worlds, SIZES, args.repeats, cal,
                                         chain_calibration=rounds)
             if rounds is not None:
-                args.out.mkdir(parents=True, exist_ok=True)
-                shutil.copy(rounds, args.out / "collectives_calibration_rounds.json")
+                save_copy(rounds, args.out, "collectives_calibration_rounds")
         else:
             records = [r for name in args.twins for world in args.worlds
                        for r in compare(get_twin(name), [world], SIZES, args.repeats, cal,
@@ -95,9 +93,9 @@ def main() -> None:
             print(f"{name:<31} p={world}: median |error| {median_abs_error(got):6.1%}   "
                   + " ".join(f"{r.rel_error:+.0%}" for r in got), flush=True)
     rows = records_as_dicts(records)
-    write_csv(rows, args.out / "collectives_accuracy.csv")
-    write_json({"method": args.method, "records": rows, "summary": summary},
-               args.out / "collectives_accuracy.json")
+    write_csv(rows, args.out, "collectives_accuracy")
+    write_json({"method": args.method, "records": rows, "summary": summary}, args.out,
+               "collectives_accuracy")
 
 
 if __name__ == "__main__":

@@ -9,18 +9,17 @@ segments in flight at once, as gloo's own ring pipelines its chunks) and ``dist.
 (SUM) in the same processes, their repeats interleaved by
 :func:`backends.measure.measure_many` so that a slow spell of the machine hits all alike. All
 go over gloo's TCP transport: ours as point-to-point messages, gloo's as its own pipelined
-ring. Writes ``collectives_vs_gloo.json`` and ``.csv`` (median/p10/p90 per implementation,
-nccl-tests algbw/busbw, the throughput ratios ours/gloo = gloo's median time / ours, and
-``*_ratio_p10`` from the 10th percentiles, the quietest repeats) and prints a table. It asserts
-nothing: timing on a shared machine is noisy; read the medians, and rerun when another job was
-busy.
+ring. Writes ``collectives_vs_gloo-<run id>.json`` and ``.csv`` (new files every run:
+``_output.py``) (median/p10/p90 per implementation, nccl-tests algbw/busbw, the throughput ratios
+ours/gloo = gloo's median time / ours, and ``*_ratio_p10`` from the 10th percentiles, the
+quietest repeats) and prints a table. It asserts nothing: timing on a shared machine is noisy;
+read the medians, and rerun when another job was busy.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -29,7 +28,8 @@ import torch.distributed as dist
 from backends.collectives.all_reduce import ring_all_reduce, segmented_ring_all_reduce
 from backends.launch import spawn
 from backends.measure import measure_many
-from lab.compare import write_csv, write_json
+
+from _output import add_out, write_csv, write_json
 
 SIZES = [2**k for k in range(16, 27)]
 """Buffer sizes, bytes: 64 KiB … 64 MiB."""
@@ -71,7 +71,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--worlds", type=int, nargs="+", default=[2, 4])
     parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    add_out(parser)
     args = parser.parse_args()
     records = []
     print(f"{'world':>5} {'size(B)':>10} {'ring(us)':>10} {'segm.(us)':>10} {'gloo(us)':>10} "
@@ -94,8 +94,8 @@ def main() -> None:
         print(f"world {s['world']}: ours/gloo throughput at >= 4 MiB, worst size: ring "
               f"{s['ring_min_ratio_from_4MiB']:.2f}, segmented ring "
               f"{s['segmented_min_ratio_from_4MiB']:.2f}", file=sys.stderr)
-    write_csv(records, args.out / "collectives_vs_gloo.csv")
-    write_json({"records": records, "summary": summary}, args.out / "collectives_vs_gloo.json")
+    write_csv(records, args.out, "collectives_vs_gloo")
+    write_json({"records": records, "summary": summary}, args.out, "collectives_vs_gloo")
 
 
 if __name__ == "__main__":

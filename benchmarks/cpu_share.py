@@ -11,8 +11,8 @@ summed CPU per call divided by the host's cores: the time the calls would take i
 did nothing else and were never idle. Where that ``cpu_share`` is close to 1 the collective is
 *CPU-bound*: its time is the CPU all ranks need, shared out over too few cores, and every
 microsecond of a rank's Python or copying is paid again by the ranks waiting for a core — the
-oversubscription the α-β-γ model does not have. Writes ``cpu_share.json``/``.csv`` and prints a
-table; asserts nothing.
+oversubscription the α-β-γ model does not have. Writes ``cpu_share-<run id>.json``/``.csv`` (new
+files every run: ``_output.py``) and prints a table; asserts nothing.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import argparse
 import os
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -30,7 +29,8 @@ from backends.collectives.all_gather import ring_all_gather
 from backends.collectives.all_reduce import recursive_doubling_all_reduce, ring_all_reduce
 from backends.collectives.broadcast import binomial_broadcast
 from backends.launch import spawn
-from lab.compare import write_records
+
+from _output import add_out, write_records
 
 SIZES = [2**k for k in range(16, 23, 2)]
 """Buffer sizes, bytes: 64 KiB … 4 MiB."""
@@ -71,7 +71,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--world", type=int, default=4)
     parser.add_argument("--calls", type=int, default=30)
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    add_out(parser)
     args = parser.parse_args()
     if args.world < 2 or args.calls < 1:
         parser.error("need --world of at least 2 and --calls of at least 1")

@@ -7,26 +7,27 @@ For each configuration (the 21 MB MLP of :mod:`lab.data_parallel` at a batch of 
 1000 — which 3 replicas split unevenly, 334/334/332) and 1–4 replicas: one thread measures the
 primitives (per-chunk forward/backward, loss, SGD step, copy and sum rates into fresh memory),
 the simulated twin predicts the iteration from them, and the real twin is timed
-(median/p10/p90 over repeats). Writes ``data_parallel_accuracy.json`` and ``.csv`` with every
-point and the median |relative error| per configuration and overall. Asserts nothing: timing on
-a shared machine is noisy; read the medians.
+(median/p10/p90 over repeats). Writes ``data_parallel_accuracy-<run id>.json`` and ``.csv`` (new
+files every run: ``_output.py``) with every point and the median |relative error| per
+configuration and overall. Asserts nothing: timing on a shared machine is noisy; read the
+medians.
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-from pathlib import Path
 
-from lab.compare import write_csv, write_json
 from lab.data_parallel import DEFAULT_WIDTHS, compare
+
+from _output import add_out, write_csv, write_json
 
 CONFIGS = ((DEFAULT_WIDTHS, 256), (DEFAULT_WIDTHS, 1000))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    add_out(parser)
     parser.add_argument("--repeats", type=int, default=7)
     args = parser.parse_args()
     rows, summary = [], []
@@ -45,9 +46,9 @@ def main() -> None:
     print(f"overall median |error| {overall:.1%} over {len(rows)} points")
     flat = [{k: v for k, v in r.items() if k not in ("phases", "widths")}
             | {f"predicted_{k}_s": v for k, v in r["phases"].items()} for r in rows]
-    write_csv(flat, args.out / "data_parallel_accuracy.csv")
+    write_csv(flat, args.out, "data_parallel_accuracy")
     write_json({"records": rows, "summary": summary, "median_abs_rel_error": overall},
-               args.out / "data_parallel_accuracy.json")
+               args.out, "data_parallel_accuracy")
 
 
 if __name__ == "__main__":

@@ -12,8 +12,9 @@
    ``backends.ddp`` and of ``torch.nn.parallel.DistributedDataParallel`` at every bucket cap,
    repeats interleaved, and :mod:`simulator.ddp` predicts each point from 1 and 2 alone.
 
-Writes ``ddp_accuracy.json``/``.csv`` and prints, per world, the median |relative error| of
-the prediction against each DDP and our step time over PyTorch's. Asserts nothing.
+Writes ``ddp_accuracy-<run id>.json``/``.csv`` (new files every run: ``_output.py``) and prints,
+per world, the median |relative error| of the prediction against each DDP and our step time over
+PyTorch's. Asserts nothing.
 """
 
 from __future__ import annotations
@@ -25,13 +26,14 @@ import tempfile
 from pathlib import Path
 
 from lab.calibrate import calibrate
-from lab.compare import write_csv, write_json
 from lab.ddp import DEFAULT_BATCH, DEFAULT_WIDTHS, caps_mb, interference, profile_layers, sweep
+
+from _output import add_out, write_csv, write_json
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    add_out(parser)
     parser.add_argument("--worlds", type=int, nargs="+", default=[2, 4])
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--batch", type=int, default=DEFAULT_BATCH)
@@ -82,12 +84,12 @@ def main() -> None:
             print(f"p={world}: median |error| ours {line['median_abs_error_ours']:.1%}, "
                   f"pytorch {line['median_abs_error_pytorch']:.1%}; ours/pytorch median "
                   f"{line['median_ratio']:.3f}, max {line['max_ratio']:.3f}", flush=True)
-    write_csv(rows, args.out / "ddp_accuracy.csv")
+    write_csv(rows, args.out, "ddp_accuracy")
     write_json({"widths": widths, "batch": args.batch, "records": rows, "summary": summary,
                 "calibration": {w: dataclasses.asdict(e) for w, e in entries.items()},
                 "interference": {w: dataclasses.asdict(c) for w, c in contention.items()},
                 "profile": [dataclasses.asdict(layer) for layer in workload.layers]},
-               args.out / "ddp_accuracy.json")
+               args.out, "ddp_accuracy")
 
 
 if __name__ == "__main__":

@@ -7,11 +7,12 @@ Two runs, each under five minutes with the machine to itself::
     OMP_NUM_THREADS=1 flock -x /tmp/distml-measure.lock .venv/bin/python \\
         benchmarks/horovod_accuracy.py [--worlds 2 4] [--repeats 8] [--tag _run1]
 
-1. ``--calibrate`` calibrates worlds 2 and 4 into ``benchmarks/results/
-   horovod_calibration.json`` (primitives only: ping-pong, exchanges, reduction, copy,
-   matmul; the full sweep of sizes and repeats: the exchanges' fitted latency moves the
-   prediction, and a quick sweep's fit is at the mercy of one noisy point) and stops; without
-   it the benchmark reads that file (``--calibration FILE``: another one);
+1. ``--calibrate`` calibrates worlds 2 and 4 into a new file
+   ``OUT/horovod_calibration-<run id>.json`` (primitives only: ping-pong, exchanges,
+   reduction, copy, matmul; the full sweep of sizes and repeats: the exchanges' fitted latency
+   moves the prediction, and a quick sweep's fit is at the mercy of one noisy point) and stops;
+   without it the benchmark reads the newest such file (``_output.latest``). With
+   ``--calibration FILE`` both use that file instead (``--calibrate`` adds its entries);
 2. per world, the primitives of :func:`lab.horovod.measure_primitives`: the MLP's per-layer
    profile on one process scaled to its whole forward and backward timed with
    ``min(world, cores)`` copies computing at once, the SGD step, an 8-byte ping-pong idle and
@@ -22,8 +23,9 @@ Two runs, each under five minutes with the machine to itself::
    predicts each from 1 and 2 alone; a second launch times Horovod at its defaults beside our
    DDP at its defaults (:func:`lab.horovod.versus_ddp`).
 
-Writes ``horovod_accuracy{tag}.json``/``.csv`` and prints the median |relative error| per
-world, per sweep and overall, and the worst point. Asserts nothing.
+Writes ``horovod_accuracy{tag}-<run id>.json``/``.csv`` (new files every run: ``_output.py``)
+and prints the median |relative error| per world, per sweep and overall, and the worst point.
+Asserts nothing.
 """
 
 from __future__ import annotations
@@ -31,11 +33,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import statistics
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from lab.calibrate import calibrate
-from lab.compare import write_csv, write_json
 from lab.horovod import (
     DEFAULT_BATCH,
     DEFAULT_WIDTHS,
@@ -46,6 +48,8 @@ from lab.horovod import (
 )
 from simulator.core.calibration import CalibrationEntry, find_entry
 
+from _output import add_out, latest, save_copy, write_csv, write_json
+
 
 def _median_abs(rows: list[dict[str, Any]]) -> float:
     return statistics.median(abs(r["rel_error"]) for r in rows) if rows else float("nan")
@@ -53,35 +57,43 @@ def _median_abs(rows: list[dict[str, Any]]) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    add_out(parser)
     parser.add_argument("--worlds", type=int, nargs="+", default=[2, 4])
     parser.add_argument("--repeats", type=int, default=8)
     parser.add_argument("--batch", type=int, default=DEFAULT_BATCH)
     parser.add_argument("--calibrate", action="store_true",
-                        help="calibrate the worlds into the calibration file, then stop")
-    parser.add_argument("--calibration", type=Path,
-                        default=Path("benchmarks/results/horovod_calibration.json"),
-                        help="calibration file (default benchmarks/results/"
-                             "horovod_calibration.json)")
-    parser.add_argument("--tag", default="", help="suffix of the result files")
+                        help="calibrate the worlds into a new calibration file (or into "
+                             "--calibration), then stop")
+    parser.add_argument("--calibration", type=Path, default=None,
+                        help="calibration file (default: --calibrate writes a new "
+                             "OUT/horovod_calibration-<run id>.json, a measuring run reads "
+                             "the newest one)")
+    parser.add_argument("--tag", default="", help="suffix of the result names")
     args = parser.parse_args()
+    calibration = args.calibration
+    if calibration is None and not args.calibrate:
+        try:
+            calibration = latest("horovod_calibration", args.out)
+        except FileNotFoundError as err:
+            parser.error(f"{err}: run with --calibrate first")
     widths = list(DEFAULT_WIDTHS)
     rows: list[dict[str, Any]] = []
     versus: list[dict[str, Any]] = []
     primitives: dict[int, Any] = {}
     entries: dict[int, CalibrationEntry] = {}
-    for w in args.worlds:
+    with tempfile.TemporaryDirectory() as tmp:  # --calibrate alone measures into tmp, then keeps it
+        cal = calibration or Path(tmp) / "calibration.json"
+        for w in args.worlds:
+            entries[w] = calibrate(w, path=cal) if args.calibrate else find_entry(w, path=cal)
+            e = entries[w]
+            print(f"calibration p={w} ({e.created}): α {e.latency_s * 1e6:.0f} µs, B "
+                  f"{e.bandwidth_Bps / 1e9:.2f} GB/s, bus {e.bus_bandwidth_Bps / 1e9:.2f} "
+                  f"GB/s (busy α {e.bus_latency_s * 1e6:.0f} µs), reduce "
+                  f"{e.reduce_Bps / 1e9:.1f} GB/s, copy {e.memcpy_Bps / 1e9:.1f} GB/s, "
+                  f"{e.cores} cores", flush=True)
         if args.calibrate:
-            entries[w] = calibrate(w, path=args.calibration)
-        else:
-            entries[w] = find_entry(w, path=args.calibration)
-        e = entries[w]
-        print(f"calibration p={w} ({e.created}): α {e.latency_s * 1e6:.0f} µs, B "
-              f"{e.bandwidth_Bps / 1e9:.2f} GB/s, bus {e.bus_bandwidth_Bps / 1e9:.2f} GB/s "
-              f"(busy α {e.bus_latency_s * 1e6:.0f} µs), reduce {e.reduce_Bps / 1e9:.1f} "
-              f"GB/s, copy {e.memcpy_Bps / 1e9:.1f} GB/s, {e.cores} cores", flush=True)
-    if args.calibrate:
-        return
+            print("wrote", cal if calibration else save_copy(cal, args.out, "horovod_calibration"))
+            return
     for world in args.worlds:
         entry = entries[world]
         prim = measure_primitives(widths, args.batch, world, entry.cores)
@@ -126,7 +138,7 @@ def main() -> None:
     overall = _median_abs(rows)
     print(f"all points: median |error| {overall:.1%}", flush=True)
     tag = args.tag
-    write_csv(rows, args.out / f"horovod_accuracy{tag}.csv")
+    write_csv(rows, args.out, f"horovod_accuracy{tag}")
     write_json({"widths": widths, "batch": args.batch, "records": rows, "versus_ddp": versus,
                 "summary": summary, "median_abs_error": overall,
                 "calibration": {w: dataclasses.asdict(e) for w, e in entries.items()},
@@ -140,7 +152,7 @@ def main() -> None:
                                    "profile": [dataclasses.asdict(x)
                                                for x in p.workload.layers]}
                                for w, p in primitives.items()}},
-               args.out / f"horovod_accuracy{tag}.json")
+               args.out, f"horovod_accuracy{tag}")
 
 
 if __name__ == "__main__":

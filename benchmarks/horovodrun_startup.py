@@ -13,7 +13,8 @@ cores, and the calibrated one-way latency (``--calibration``, else the default c
 
 The real task registers at the *end* of ``hvd.init()``, after the process-group rendezvous and
 the background thread's start; the model registers right after the imports and then joins the
-group. Writes ``benchmarks/results/horovodrun_startup.json``. Asserts nothing.
+group. Writes ``OUT/horovodrun_startup-<run id>.json`` (a new file every run: ``_output.py``).
+Asserts nothing.
 """
 
 from __future__ import annotations
@@ -28,10 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from backends.horovod.runner import DriverService, horovodrun
-from lab.compare import write_json
 from lab.horovod import process_start_s
 from simulator.core.calibration import CalibrationError, find_entry
 from simulator.horovod import predict_startup
+
+from _output import add_out, write_json
 
 TASK = "import backends.horovod as hvd; hvd.init(); hvd.shutdown()"
 
@@ -57,7 +59,7 @@ def main() -> None:
     parser.add_argument("--np", type=int, nargs="+", default=[2, 4])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--calibration", type=Path)
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    add_out(parser)
     args = parser.parse_args()
     start_s = process_start_s(repeats=3)
     cores = float(os.cpu_count() or 1)
@@ -81,7 +83,7 @@ def main() -> None:
         print(f"np={np}: all registered at {registered:.2f} s (median of {args.runs}), job "
               f"{wall:.2f} s; predicted registered {pred.registered_s:.2f} s, error "
               f"{row['rel_error']:+.0%}", flush=True)
-    write_json({"records": rows}, args.out / "horovodrun_startup.json")
+    write_json({"records": rows}, args.out, "horovodrun_startup")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@ Times, on one core:
 3. the fast path beside the full simulation (a SimPy process per GPU) on a 32-GPU
    configuration where they must agree: both iteration times and the wall-time ratio.
 
-Writes ``benchmarks/results/megatron_scale.json``; asserts nothing about time.
+Writes ``OUT/megatron_scale-<run id>.json`` (a new file every run: ``_output.py``); asserts
+nothing about time.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import argparse
 import json
 import platform
 import time
-from pathlib import Path
 from typing import Any
 
 from simulator.core.hardware import Cluster, preset
@@ -35,6 +35,8 @@ from simulator.tensor_parallel import (
 )
 from simulator.transformer import GPT
 from simulator.transformer import preset as model_preset
+
+from _output import add_out, write_json
 
 
 def gpt3_on_1024() -> dict[str, Any]:
@@ -78,16 +80,14 @@ def fast_vs_full() -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="benchmarks/results")
+    add_out(parser)
     args = parser.parse_args()
     doc: dict[str, Any] = {"host": platform.node(), "python": platform.python_version()}
     for key, job in (("gpt3_1024", gpt3_on_1024), ("search_3072", search_3072),
                      ("fast_vs_full", fast_vs_full)):
         doc[key] = job()
         print(json.dumps(doc[key]), flush=True)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "megatron_scale.json").write_text(json.dumps(doc, indent=2))
+    write_json(doc, args.out, "megatron_scale")
 
 
 if __name__ == "__main__":

@@ -24,16 +24,14 @@ The table does not say which pipeline schedule ran; for rows with ``p > 1`` the 
 schedule (the fewest chunks ``v > 1`` that split each stage's layers) is predicted beside
 1F1B.
 
-Writes ``benchmarks/results/megatron_validation.{json,csv}``; asserts nothing.
+Writes ``OUT/megatron_validation-<run id>.{json,csv}`` (new files every run: ``_output.py``);
+asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
-import json
 import statistics
-from pathlib import Path
 from typing import Any
 
 from lab.megatron import (
@@ -45,13 +43,15 @@ from lab.megatron import (
 from simulator.transformer import parameters
 from simulator.transformer import preset as model_preset
 
+from _output import add_out, write_csv, write_json
+
 TABLE_1 = NARAYANAN_TABLE_1
 best = best_micro_batch
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="benchmarks/results")
+    add_out(parser)
     args = parser.parse_args()
     efficiency = efficiency_from_row_1(1e-4)
     rows: list[dict[str, Any]] = []
@@ -102,14 +102,8 @@ def main() -> None:
           f"|error| {summary['row1_median_abs_rel_error_rows_2_10']:.1%}, max "
           f"{summary['row1_max_abs_rel_error_rows_2_10']:.1%}; at peak: median "
           f"{summary['peak_median_abs_rel_error']:.1%}")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "megatron_validation.json").write_text(json.dumps(summary, indent=2))
-    with open(out / "megatron_validation.csv", "w", newline="") as f:
-        fields = list(dict.fromkeys(k for r in rows for k in r))
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
+    write_json(summary, args.out, "megatron_validation")
+    write_csv(rows, args.out, "megatron_validation")
 
 
 if __name__ == "__main__":

@@ -5,8 +5,9 @@
 Calibrates (primitives only: ping-pong sweep 1 KiB–64 MiB, fitted) into a fresh file, then, in
 separate launches, measures ping-pong at world 2 over 64 KiB–64 MiB and the naive one-to-all at
 world 2, 3, 4, and writes each point's prediction, measured median/p10/p90 and relative error to
-``p2p_accuracy.json`` and ``.csv``, plus the median |relative error| per twin and world. It
-asserts nothing: timing on a shared machine is noisy; read the medians.
+``p2p_accuracy-<run id>.json`` and ``.csv`` (new files every run: ``_output.py``), plus the
+median |relative error| per twin and world. It asserts nothing: timing on a shared machine is
+noisy; read the medians.
 """
 
 from __future__ import annotations
@@ -17,13 +18,15 @@ import tempfile
 from pathlib import Path
 
 from lab.calibrate import calibrate
-from lab.compare import compare, median_abs_error, records_as_dicts, write_csv, write_json
+from lab.compare import compare, median_abs_error, records_as_dicts
 from lab.twins import get_twin
+
+from _output import add_out, write_csv, write_json
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    add_out(parser)
     parser.add_argument("--repeats", type=int, default=30)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -44,8 +47,8 @@ def main() -> None:
                                 "median_abs_rel_error": median_abs_error(got)})
                 print(f"{name:<11} p={world}: median |error| {median_abs_error(got):.1%}")
     rows = records_as_dicts(records)
-    write_csv(rows, args.out / "p2p_accuracy.csv")
-    write_json({"records": rows, "summary": summary}, args.out / "p2p_accuracy.json")
+    write_csv(rows, args.out, "p2p_accuracy")
+    write_json({"records": rows, "summary": summary}, args.out, "p2p_accuracy")
 
 
 if __name__ == "__main__":

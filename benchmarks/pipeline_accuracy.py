@@ -39,8 +39,9 @@ and the stages divide the micro-batches):
 The points of one stage count (a minute or two) hold the exclusive measurement lock
 (``/tmp/distml-measure.lock``), so other helpers' tests wait; between stage counts the lock is
 released. So run it plainly, *not* under ``flock -x`` (an outer hold would block it
-forever). Writes ``pipeline_accuracy.json``/``.csv`` and prints the median
-|relative error| overall and per stage count. Asserts nothing.
+forever). Writes ``pipeline_accuracy{tag}-<run id>.json``/``.csv`` (new files every run:
+``_output.py``) and prints the median |relative error| overall and per stage count. Asserts
+nothing.
 """
 
 from __future__ import annotations
@@ -55,7 +56,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from lab.compare import write_csv, write_json
 from lab.pipeline import (
     PipelineSetup,
     host_cores,
@@ -66,6 +66,8 @@ from lab.pipeline import (
 )
 from lab.units import parse_worlds
 from simulator.pipeline.profile import LayerProfile
+
+from _output import add_out, write_csv, write_json
 
 LOCK = Path("/tmp/distml-measure.lock")
 
@@ -155,8 +157,8 @@ def main() -> None:
     parser.add_argument("--schedules", default="gpipe,1f1b,interleaved")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--profile-repeats", type=int, default=10)
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
-    parser.add_argument("--tag", default="")
+    add_out(parser)
+    parser.add_argument("--tag", default="", help="suffix of the result names")
     parser.add_argument("--max-foreign", type=float, default=0.1)
     parser.add_argument("--attempts", type=int, default=3)
     parser.add_argument("--chunks", type=int, default=2,
@@ -201,9 +203,9 @@ def main() -> None:
         "median_foreign_cpu_share": statistics.median(r["foreign_cpu_share"] for r in records),
     }
     write_json({"summary": summary, "records": records},
-               args.out / f"pipeline_accuracy{args.tag}.json")
+               args.out, f"pipeline_accuracy{args.tag}")
     flat = [{k: v for k, v in r.items() if not isinstance(v, list)} for r in records]
-    write_csv(flat, args.out / f"pipeline_accuracy{args.tag}.csv")
+    write_csv(flat, args.out, f"pipeline_accuracy{args.tag}")
     print(summary)
 
 

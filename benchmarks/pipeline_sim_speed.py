@@ -7,21 +7,22 @@ rank, an event per action and message) against :func:`simulator.pipeline.schedul
 (the schedule's critical path in plain Python, exact on links that never queue) for GPipe and
 1F1B with ``p`` stages and ``m`` micro-batches on DGX A100 nodes with ``none`` contention,
 where the two must agree — the makespans are recorded side by side, with the ratio of the
-wall times. Writes ``pipeline_sim_speed.json``; asserts nothing about time.
+wall times. Writes ``pipeline_sim_speed-<run id>.json`` (a new file every run: ``_output.py``);
+asserts nothing about time.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import time
-from pathlib import Path
 from typing import Any
 
 from simulator.core import preset
 from simulator.pipeline import simulate_pipeline, uniform_profile
 from simulator.pipeline.schedules import gpipe, makespan, one_f_one_b, timeline
+
+from _output import add_out, write_json
 
 SIZES = [(4, 64), (4, 1024), (16, 256), (16, 4096), (64, 1024)]  # (stages, micro-batches)
 ACTIVATION_BYTES = 8 * 2**20  # per layer and micro-batch
@@ -50,7 +51,7 @@ def one(schedule: str, p: int, m: int) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    add_out(parser)
     args = parser.parse_args()
     records = []
     for schedule in ("gpipe", "1f1b"):
@@ -60,9 +61,8 @@ def main() -> None:
             print(f"{schedule:<6} p={p:<3} m={m:<5} SimPy {r['simpy_wall_s']:7.3f} s   "
                   f"timeline {r['timeline_wall_s']:7.3f} s   ×{r['speedup']:5.1f}   "
                   f"makespans differ by {r['rel_difference']:.1e}", flush=True)
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / "pipeline_sim_speed.json"
-    path.write_text(json.dumps({"host": platform.node(), "records": records}, indent=1))
+    path = write_json({"host": platform.node(), "records": records}, args.out,
+                      "pipeline_sim_speed")
     print(f"wrote {path}")
 
 

@@ -24,8 +24,9 @@ Posting the receive first makes the second case likely, posting the send first t
 Under the kernel's default scheduling policy that second case is where the tick stall lives
 (``benchmarks/tick_stalls.py``): run with ``DISTML_RANK_SCHED=normal`` to see the two orders
 apart, and with the lab's default (``batch``) to see them agree. Writes
-``posting_order.json``/``.csv`` (median, p10, p90 per order and the ratio
-recv_first / send_first of the medians) and prints a table; asserts nothing.
+``posting_order-<run id>.json``/``.csv`` (new files every run: ``_output.py``) (median, p10, p90
+per order and the ratio recv_first / send_first of the medians) and prints a table; asserts
+nothing.
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ import argparse
 import functools
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -42,8 +42,9 @@ import torch
 from backends.collectives.comm import Comm
 from backends.launch import spawn
 from backends.measure import Timing, measure_many
-from lab.compare import write_records
 from simulator.core.calibration import SUSTAINED_REPEAT_S
+
+from _output import add_out, write_records
 
 SIZES = [2**k for k in range(16, 25, 2)]
 """Buffer sizes, bytes: 64 KiB … 16 MiB, those of the collectives' accuracy sweep."""
@@ -94,7 +95,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--worlds", type=int, nargs="+", default=[2, 4])
     parser.add_argument("--repeats", type=int, default=15)
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    add_out(parser)
     args = parser.parse_args()
     if any(w < 2 for w in args.worlds) or args.repeats < 1:
         parser.error("worlds must be at least 2 and --repeats at least 1")

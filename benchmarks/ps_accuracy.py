@@ -29,8 +29,8 @@ The prediction is proportional to the calibrated α more than to anything else (
 header, readiness signal and payload are each a hop), and α at world 5 moves between about
 130 and 440 µs from one calibration to the next: hence the median over rounds.
 
-Writes ``benchmarks/results/ps_accuracy{tag}.json``/``.csv`` with every run and every round's
-calibration. Asserts nothing; no prediction is fitted to these runs.
+Writes ``OUT/ps_accuracy{tag}-<run id>.json``/``.csv`` (new files every run: ``_output.py``) with
+every run and every round's calibration. Asserts nothing; no prediction is fitted to these runs.
 """
 
 from __future__ import annotations
@@ -47,7 +47,6 @@ from backends.launch import spawn
 from backends.parameter_server import PSConfig
 from backends.parameter_server.train import collect, run_scenarios
 from lab.calibrate import QUICK_SIZES, calibrate
-from lab.compare import write_csv, write_json
 from lab.parameter_server import (
     measure_anysource,
     measure_van_link,
@@ -57,6 +56,8 @@ from lab.parameter_server import (
 )
 from simulator.core.calibration import CalibrationEntry, find_entry
 from simulator.parameter_server import PSCosts, VanLink
+
+from _output import add_out, write_csv, write_json
 
 LAYOUTS = [(1, 1, "mlp"), (1, 2, "mlp"), (1, 3, "mlp"), (2, 2, "mlp"), (2, 1, "mlp"),
            (1, 2, "sparse_lr"), (2, 2, "sparse_lr"), (1, 3, "sparse_lr")]
@@ -101,7 +102,7 @@ def predictions(cfg: PSConfig, entries: list[CalibrationEntry], costs: PSCosts,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    add_out(parser)
     parser.add_argument("--iterations", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=5,
                         help="calibrate-then-measure rounds (default 5)")
@@ -170,13 +171,13 @@ def main() -> None:
           + ", ".join(f"{k} {v:.1%}" for k, v in medians.items())
           + f" ({time.perf_counter() - begin:.0f} s)")
     write_csv([{k: v for k, v in r.items() if not isinstance(v, list)} for r in rows],
-              args.out / f"ps_accuracy{args.tag}.csv")
+              args.out, f"ps_accuracy{args.tag}")
     write_json({"records": rows, "median_abs_rel_error": medians["calibration"],
                 "median_abs_rel_error_by_model": medians, "costs": asdict(costs),
                 "calibrations": {w: [asdict(e) for e in es] for w, es in entries.items()},
                 "van": {w: asdict(v) for w, v in vans.items()}, "anysource_s": anysource,
                 "rounds": args.rounds, "repeats": args.repeats},
-               args.out / f"ps_accuracy{args.tag}.json")
+               args.out, f"ps_accuracy{args.tag}")
 
 
 if __name__ == "__main__":

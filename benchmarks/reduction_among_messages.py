@@ -19,8 +19,8 @@ the same shift with a piece of work between each receive's end and the next send
 
 and, not a step, ``reduce_alone``: the same reductions back to back, every rank at once. Per
 way and size: time per step, and its ``extra`` over the shift (s) — what the work costs there.
-Writes ``reduction_among_messages.json``/``.csv``, prints a table; asserts nothing — run it
-twice.
+Writes ``reduction_among_messages-<run id>.json``/``.csv`` (new files every run: ``_output.py``),
+prints a table; asserts nothing — run it twice.
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ import torch
 
 from backends.collectives.comm import Comm
 from backends.launch import spawn
-from lab.compare import benchmark_args, write_records
+
+from _output import benchmark_args, write_records
 
 SIZES = [2**k for k in range(14, 21, 2)]
 """Bytes per message: 16 KiB … 1 MiB, the chunks of the accuracy sweep's 64 KiB … 4 MiB."""

@@ -16,7 +16,8 @@ Reports per program the wall time per call (the slowest rank's median) and each 
 CPU per call (``time.process_time``, gloo's I/O thread included), mean over ranks. The gap
 between ``bare`` and ``ring`` is the algorithm's own Python and reductions; the gap between
 ``bare`` and the model's prediction for the ring is in the messages themselves (textbook
-chapter 2, "The model's own ping-pong"). Writes ``ring_bare.json``; asserts nothing.
+chapter 2, "The model's own ping-pong"). Writes ``ring_bare-<run id>.json`` (a new file every run:
+``_output.py``); asserts nothing.
 """
 
 from __future__ import annotations
@@ -26,13 +27,13 @@ import os
 import statistics
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import torch
 
 from backends.launch import spawn
-from lab.compare import write_json
+
+from _output import add_out, write_json
 
 SIZES = [2**k for k in range(16, 23, 2)]
 """Buffer sizes, bytes: 64 KiB … 4 MiB."""
@@ -98,7 +99,7 @@ def timed(sizes: list[int], repeats: int) -> list[dict[str, Any]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--world", type=int, default=4)
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    add_out(parser)
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     per_rank = spawn(timed, args.world, SIZES, REPEATS, backend="gloo", timeout=120)
@@ -113,7 +114,7 @@ def main() -> None:
     for rec in records:
         print(f"{rec['bytes']:>9} {rec['program']:>12} {rec['wall_s'] * 1e3:>9.3f} "
               f"{rec['cpu_per_rank_s'] * 1e3:>13.3f} {rec['cpu_over_cores'] * 1e3:>10.3f}")
-    print("wrote", write_json({"records": records}, args.out / "ring_bare.json"))
+    print("wrote", write_json({"records": records}, args.out, "ring_bare"))
 
 
 if __name__ == "__main__":

@@ -30,8 +30,9 @@ a ring's shift, 16 KiB … 1 MiB a message — time per step:
   with as many steps: the shift whose every received message is reduced before the next
   send, the primitive the model prices a reduction by (:mod:`simulator.core.reduction`).
 
-Writes ``ring_step_python.json``/``.csv`` (median, p10, p90 per way and size, and each way's
-ratio to ``shift_ahead``) and prints a table; asserts nothing — run it twice.
+Writes ``ring_step_python-<run id>.json``/``.csv`` (new files every run: ``_output.py``) (median,
+p10, p90 per way and size, and each way's ratio to ``shift_ahead``) and prints a table; asserts
+nothing — run it twice.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ from backends.collectives.comm import Comm
 from backends.collectives.reduce_scatter import ring_reduce_scatter_chunks
 from backends.launch import spawn
 from backends.measure import Timing
-from lab.compare import benchmark_args, write_records
+
+from _output import benchmark_args, write_records
 
 SIZES = [2**k for k in range(14, 21, 2)]
 """Bytes per message: 16 KiB … 1 MiB, the chunks of the accuracy sweep's 64 KiB … 4 MiB."""

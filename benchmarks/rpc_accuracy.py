@@ -7,18 +7,18 @@ Calibrates the RPC transport at each world size (echo sweep → α, bandwidth;
 profiles each stage on one process, predicts one step of :func:`backends.rpc.train_split`
 (forward RPCs, distributed autograd's gradient chain and acknowledgements, the distributed
 optimizer) with :func:`simulator.rpc.simulate_split_step`, and measures it on 2–4 processes
-for several model widths. Writes ``rpc_accuracy.json``; prints each point and the median
-|relative error|. Asserts nothing.
+for several model widths. Writes ``rpc_accuracy-<run id>.json`` (a new file every run:
+``_output.py``); prints each point and the median |relative error|. Asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-from pathlib import Path
 
 from lab.rpc import calibrate_rpc, measure_split_step, predict_split_step, profile_stages
+
+from _output import add_out, write_json
 
 MODELS = {"small": (64, 64, 64, 64), "wide": (256, 1024, 1024, 256),
           "large": (1024, 2048, 2048, 1024)}
@@ -27,7 +27,7 @@ BATCH = 32
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    add_out(parser)
     parser.add_argument("--repeats", type=int, default=15)
     args = parser.parse_args()
     rows = []
@@ -54,8 +54,7 @@ def main() -> None:
                   f"{measured['median_s'] * 1e3:7.2f} ms [{measured['p10_s'] * 1e3:.2f}, "
                   f"{measured['p90_s'] * 1e3:.2f}] error {err:+.0%}", flush=True)
     print(f"median |error| {statistics.median(abs(r['rel_error']) for r in rows):.1%}")
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "rpc_accuracy.json").write_text(json.dumps({"records": rows}, indent=2))
+    write_json({"records": rows}, args.out, "rpc_accuracy")
 
 
 if __name__ == "__main__":

@@ -17,8 +17,8 @@ matmul — then measures ring all-reduce, ring all-gather,
 binomial broadcast and pairwise all-to-all at 256 KiB–4 MiB, PyTorch's built-in beside ours,
 and puts the simulator's prediction (:meth:`Cluster.shaped`) beside each point. Then the
 heterogeneous case: one rank on a slower link, ring against tree all-reduce, predicted and
-measured. Writes ``shaped_accuracy.json``/``.csv`` and prints the median |relative error| per
-twin and world. Asserts nothing.
+measured. Writes ``shaped_accuracy{tag}-<run id>.json``/``.csv`` (new files every run:
+``_output.py``) and prints the median |relative error| per twin and world. Asserts nothing.
 """
 
 from __future__ import annotations
@@ -31,8 +31,10 @@ import time
 from pathlib import Path
 
 from lab.calibrate import calibrate
-from lab.compare import compare, median_abs_error, records_as_dicts, write_csv, write_json
+from lab.compare import compare, median_abs_error, records_as_dicts
 from lab.twins import get_twin
+
+from _output import add_out, write_csv, write_json
 
 TWINS = ("all_reduce.ring", "all_gather.ring", "broadcast.binomial", "all_to_all.pairwise")
 HETERO_TWINS = ("all_reduce.ring", "all_reduce.binary_tree")
@@ -48,8 +50,8 @@ def main() -> None:
                         help="per-rank rates of the heterogeneous case ('' to skip)")
     parser.add_argument("--sizes", default=",".join(str(s) for s in SIZES))
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
-    parser.add_argument("--tag", default="", help="suffix of the output files")
+    add_out(parser)
+    parser.add_argument("--tag", default="", help="suffix of the result names")
     args = parser.parse_args()
     from backends.shaped import missing
 
@@ -87,9 +89,9 @@ def main() -> None:
     overall = statistics.median(homog) if homog else float("nan")
     print(f"median over twins and worlds at {args.bandwidth}: {overall:.1%} "
           f"({time.monotonic() - started:.0f} s)")
-    write_csv(records, args.out / f"shaped_accuracy{args.tag}.csv")
-    write_json({"records": records, "summary": summary}, args.out /
-               f"shaped_accuracy{args.tag}.json")
+    write_csv(records, args.out, f"shaped_accuracy{args.tag}")
+    write_json({"records": records, "summary": summary}, args.out,
+               f"shaped_accuracy{args.tag}")
 
 
 if __name__ == "__main__":

@@ -8,22 +8,23 @@ step per chunk size, then per-rank clocks in numpy) at 1024 and 4096 ranks on tw
 A100 nodes (NVLink + InfiniBand, ``fair`` sharing) and CPU servers on one 10 Gb/s switch — and
 the per-rank SimPy simulation (one process per rank, every message an event) at growing world
 sizes up to 1024, each in a child process stopped after ``--per-rank-limit`` seconds. Where both
-finished it records how far apart their makespans are. Writes ``sim_speed.json``; asserts
-nothing about time (timings on a shared machine are noisy).
+finished it records how far apart their makespans are. Writes ``sim_speed-<run id>.json`` (a new
+file every run: ``_output.py``); asserts nothing about time (timings on a shared machine are
+noisy).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing as mp
 import platform
 import time
-from pathlib import Path
 from typing import Any
 
 from simulator.collectives.all_reduce import ring_all_reduce, ring_all_reduce_fast
 from simulator.core import preset, run_spmd
+
+from _output import add_out, write_json
 
 NBYTES = 2**28  # 256 MiB of float32 gradients
 PRESETS = ("a100", "ethernet-10g")
@@ -64,7 +65,7 @@ def per_rank(cluster_name: str, world: int, limit_s: float) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    add_out(parser)
     parser.add_argument("--per-rank-limit", type=float, default=60.0,
                         help="seconds a per-rank simulation may take before it is stopped")
     args = parser.parse_args()
@@ -89,12 +90,10 @@ def main() -> None:
               flush=True)
         if not record["finished"]:
             break  # bigger worlds only take longer
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / "sim_speed.json"
     document = {"host": platform.node(), "python": platform.python_version(),
                 "requirement": {"1024_ranks_s": 5.0, "4096_ranks_s": 30.0},
                 "records": records}
-    path.write_text(json.dumps(document, indent=2) + "\n")
+    path = write_json(document, args.out, "sim_speed")
     print(f"wrote {path}")
 
 

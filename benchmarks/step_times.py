@@ -11,9 +11,10 @@ receive (or the start of the loop) to the next. A formula, and the simulator, pr
 a latency plus bytes; on a host with fewer cores than busy threads the measured steps come in
 two kinds, those of about that size and those in which a woken rank waited for the next
 scheduler tick (4 ms at 250 Hz). Per algorithm and world this prints and writes
-(``step_times.json``/``.csv``) the time per call, the steps' median, mean, 90th percentile and
-the share of steps longer than ``--slow-ms`` with their mean. The mean is what a sustained
-benchmark reports per call; the median is what a step usually takes. Asserts nothing.
+(``step_times-<run id>.json``/``.csv``, new files every run: ``_output.py``) the time per call,
+the steps' median, mean, 90th percentile and the share of steps longer than ``--slow-ms`` with
+their mean. The mean is what a sustained benchmark reports per call; the median is what a step
+usually takes. Asserts nothing.
 """
 
 from __future__ import annotations
@@ -22,14 +23,14 @@ import argparse
 import statistics
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from backends.launch import spawn
 from backends.measure import Timing
 from backends.trace import Tracer
-from lab.compare import write_csv, write_json
 from lab.twins import get_twin
+
+from _output import add_out, write_csv, write_json
 
 TWINS = ("all_reduce.ring", "all_reduce.recursive_doubling", "all_gather.ring",
          "broadcast.binomial")
@@ -79,7 +80,7 @@ def main() -> None:
     parser.add_argument("--bytes", type=int, default=2**16)
     parser.add_argument("--calls", type=int, default=60)
     parser.add_argument("--slow-ms", type=float, default=2.0)
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    add_out(parser)
     args = parser.parse_args()
     if any(w < 2 for w in args.worlds) or args.calls < 1 or args.slow_ms <= 0:
         parser.error("worlds must be at least 2, --calls at least 1, --slow-ms positive")
@@ -97,10 +98,10 @@ def main() -> None:
                   f"{r['step_median_s'] * 1e3:>7.2f} {r['step_mean_s'] * 1e3:>7.2f} "
                   f"{r['step_p90_s'] * 1e3:>7.2f} {r['slow_share']:>6.0%} "
                   f"{r['slow_mean_s'] * 1e3:>9.2f}", flush=True)
-    write_csv(records, args.out / "step_times.csv")
-    write_json({"bytes": args.bytes, "calls": args.calls, "slow_ms": args.slow_ms,
-                "records": records}, args.out / "step_times.json")
-    print(f"wrote {args.out / 'step_times.json'}", file=sys.stderr)
+    write_csv(records, args.out, "step_times")
+    path = write_json({"bytes": args.bytes, "calls": args.calls, "slow_ms": args.slow_ms,
+                       "records": records}, args.out, "step_times")
+    print(f"wrote {path}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -20,8 +20,9 @@ Two ranks, one launch, every way and size interleaved in the same rounds
 The calibration times the first two (``p2p_times_s``, ``send_return_times_s``,
 ``stream_times_s``) and the collectives' model prices a lone message from them
 (:mod:`simulator.core.pingpong`; textbook chapter 2, "A stream one way"). Writes
-``stream_one_way.json``/``.csv`` (median, p10, p90 per way and size, and the ratios to the
-ping-pong's one-way time) and prints a table; asserts nothing — run it twice.
+``stream_one_way-<run id>.json``/``.csv`` (new files every run: ``_output.py``) (median, p10, p90
+per way and size, and the ratios to the ping-pong's one-way time) and prints a table; asserts
+nothing — run it twice.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ import torch
 
 from backends.launch import spawn
 from backends.measure import Timing
-from lab.compare import benchmark_args, write_records
+
+from _output import benchmark_args, write_records
 
 SIZES = [2**k for k in range(16, 25, 2)]
 """Message sizes, bytes: 64 KiB … 16 MiB, those of the collectives' accuracy sweep."""

@@ -5,7 +5,7 @@
         [--profile-repeats 20] [--out benchmarks/results]
 
 One world per run keeps each exclusive run short (``--worlds 2`` ~30 s with 20 repeats,
-``--worlds 4`` ~1 min with 10); ``--out`` a directory per world.
+``--worlds 4`` ~1 min with 10); each run writes its own files.
 
 For the chapter's small GPT (2 layers, h = 32, 4 heads, vocabulary 64, sequence 16, global batch
 8) on every ``t × d`` grid of each world size, with and without sequence parallelism where
@@ -36,8 +36,9 @@ A **probe** separates the network model from the step: one 8 KB all-reduce alone
 after a barrier), 13 of them back to back, and 13 each after 100 µs of busy compute (the
 step's pattern), measured and predicted the same way.
 
-Writes ``tensor_parallel_accuracy.json``/``.csv``; prints each point and the median |relative
-error|. Asserts nothing. Run it under the exclusive measurement lock (the command above).
+Writes ``tensor_parallel_accuracy-<run id>.json``/``.csv`` (new files every run: ``_output.py``);
+prints each point and the median |relative error|. Asserts nothing. Run it under the exclusive
+measurement lock (the command above).
 """
 
 from __future__ import annotations
@@ -45,13 +46,11 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-from pathlib import Path
 from typing import Any
 
 import torch
 
 from backends.launch import spawn
-from lab.compare import write_csv, write_json
 from lab.pipeline import host_cores, local_cluster
 from lab.tensor_parallel import (
     GridPoint,
@@ -68,6 +67,8 @@ from lab.tensor_parallel import (
     waiting_cluster,
 )
 from lab.units import parse_worlds
+
+from _output import add_out, write_csv, write_json
 
 
 def grid_points(world: int) -> list[GridPoint]:
@@ -178,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
                          "piece right after a blocking wait, in the measurement's own rounds "
                          "(rounds) or before it (after-wait); before it back to back "
                          "(together); or on one process back to back (alone)")
-    ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    add_out(ap)
     args = ap.parse_args(argv)
     try:
         worlds = parse_worlds(args.worlds)
@@ -223,8 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"median |relative error| {summary['median_abs_relative_error']:.1%} over "
           f"{len(rows)} points (max {summary['max_abs_relative_error']:.1%})")
     write_json({"summary": summary, "points": rows, "mlp_vs_dtensor": mlps},
-               args.out / "tensor_parallel_accuracy.json")
-    write_csv(rows, args.out / "tensor_parallel_accuracy.csv")
+               args.out, "tensor_parallel_accuracy")
+    write_csv(rows, args.out, "tensor_parallel_accuracy")
     return 0
 
 

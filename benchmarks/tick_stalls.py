@@ -21,9 +21,9 @@ alternating so that a slow spell of the machine hits both:
 * world 4: one step of the chain round a ring (the same, receiving from the left and sending
   right), 4 KiB.
 
-Writes ``tick_stalls.json``/``.csv``: per policy, world and size the mean, median and p90 per
-call (s), the share of calls over :data:`STALL_S`, and the ratio of the means normal / batch.
-Prints a table; asserts nothing.
+Writes ``tick_stalls-<run id>.json``/``.csv`` (new files every run: ``_output.py``): per policy,
+world and size the mean, median and p90 per call (s), the share of calls over :data:`STALL_S`,
+and the ratio of the means normal / batch. Prints a table; asserts nothing.
 """
 
 from __future__ import annotations
@@ -32,11 +32,11 @@ import argparse
 import statistics
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from backends.launch import RANK_SCHED_ENV, RANK_SCHED_POLICIES, spawn
-from lab.compare import write_csv, write_json
+
+from _output import add_out, write_csv, write_json
 
 STALL_S = 2e-3
 """A call longer than this stalled, s: ten times a normal call, half a tick."""
@@ -79,7 +79,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=400)
     parser.add_argument("--launches", type=int, default=2)
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    add_out(parser)
     args = parser.parse_args()
     if args.calls < 1 or args.launches < 1:
         parser.error("--calls and --launches must be at least 1")
@@ -103,9 +103,9 @@ def main() -> None:
         print(f"{r['world']:>5} {r['bytes']:>8} {r['policy']:>7} {r['mean_s'] * 1e3:>9.3f} "
               f"{r['median_s'] * 1e3:>10.3f} {r['p90_s'] * 1e3:>8.3f} "
               f"{r['stalled_share']:>8.1%}")
-    write_csv(records, args.out / "tick_stalls.csv")
-    write_json({"records": records, "stall_s": STALL_S}, args.out / "tick_stalls.json")
-    print(f"wrote {args.out / 'tick_stalls.json'}", file=sys.stderr)
+    write_csv(records, args.out, "tick_stalls")
+    path = write_json({"records": records, "stall_s": STALL_S}, args.out, "tick_stalls")
+    print(f"wrote {path}", file=sys.stderr)
 
 
 if __name__ == "__main__":

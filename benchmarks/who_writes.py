@@ -21,9 +21,9 @@ Gloo moves a send's bytes only once the receiver's "receive ready" notice has ar
 
 The α-β model has one time for all three; the simulator prices a message by the link or the
 calibrated bus and lets a send that finds no notice wait for it, but writes its bytes at the
-same rate. Writes ``who_writes.json``/``.csv`` (median, p10, p90 per way and size, and the
-ratios late/early and stream/early of the medians) and prints a table; asserts nothing —
-timing on a shared machine is noisy: run it twice.
+same rate. Writes ``who_writes-<run id>.json``/``.csv`` (new files every run: ``_output.py``)
+(median, p10, p90 per way and size, and the ratios late/early and stream/early of the medians)
+and prints a table; asserts nothing — timing on a shared machine is noisy: run it twice.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ import torch
 from backends.collectives.comm import post_recv, post_send
 from backends.launch import spawn
 from backends.measure import Timing
-from lab.compare import benchmark_args, write_records
+
+from _output import benchmark_args, write_records
 
 SIZES = [2**k for k in range(16, 25, 2)]
 """Message sizes, bytes: 64 KiB … 16 MiB, those of the collectives' accuracy sweep."""

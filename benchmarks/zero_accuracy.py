@@ -7,16 +7,14 @@ Calibrates each world into a fresh file (primitives only), profiles the MLP's un
 process (forward, backward, Adam step: :func:`lab.zero.profile_units`), predicts one training
 step per stage with :func:`simulator.zero.simulate_zero_step` on the calibrated twin (ranks
 sharing the host's cores), and measures the real :class:`backends.zero.Zero` on ``world``
-processes. Writes ``zero_accuracy.json`` / ``.csv``; prints the median |relative error| per
-world and the model-state bytes (measured by counting the tensors each rank holds).
-Asserts nothing.
+processes. Writes ``zero_accuracy-<run id>.json`` / ``.csv`` (new files every run:
+``_output.py``); prints the median |relative error| per world and the model-state bytes (measured
+by counting the tensors each rank holds). Asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
-import json
 import statistics
 import tempfile
 from dataclasses import asdict
@@ -25,10 +23,12 @@ from pathlib import Path
 from lab.calibrate import calibrate
 from lab.zero import compare_stages, parameter_count
 
+from _output import add_out, write_csv, write_json
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    add_out(parser)
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--widths", default="512,2048,2048,512")
     parser.add_argument("--batch", type=int, default=64)
@@ -57,13 +57,9 @@ def main() -> None:
                       f"error {pt.rel_error:+.0%}   measured/predicted {mem}", flush=True)
             errors = [abs(p.rel_error) for p in points]
             print(f"p={world}: median |error| {statistics.median(errors):.1%}")
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "zero_accuracy.json").write_text(json.dumps({"records": rows}, indent=2))
-    with open(args.out / "zero_accuracy.csv", "w", newline="") as f:
-        flat = [{k: v for k, v in r.items() if not isinstance(v, dict)} for r in rows]
-        writer = csv.DictWriter(f, fieldnames=list(flat[0]))
-        writer.writeheader()
-        writer.writerows(flat)
+    write_json({"records": rows}, args.out, "zero_accuracy")
+    write_csv([{k: v for k, v in r.items() if not isinstance(v, dict)} for r in rows],
+              args.out, "zero_accuracy")
 
 
 if __name__ == "__main__":

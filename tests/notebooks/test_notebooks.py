@@ -1,6 +1,9 @@
-"""Every lab notebook runs top to bottom in smoke mode, and none is committed with outputs."""
+"""Every lab notebook runs top to bottom in smoke mode, leaves no temporary folder behind, and
+none is committed with outputs."""
 
+import ast
 import shutil
+import tempfile
 from pathlib import Path
 
 import nbformat
@@ -9,6 +12,13 @@ from nbclient import NotebookClient
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("*.ipynb"))
 CELL_TIMEOUT_S = 120
+TEMPORARY = {"TemporaryDirectory", "NamedTemporaryFile", "mkdtemp", "mkstemp"}
+
+
+def _chapter_folders(notebook: Path) -> set[Path]:
+    """The temporary folders of ``notebook``'s prefix (``distml-ch01-…`` for 01_overview)."""
+    chapter = notebook.stem.split("_")[0]
+    return set(Path(tempfile.gettempdir()).glob(f"distml-ch{chapter}-*"))
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
@@ -21,7 +31,28 @@ def test_notebook_runs_in_smoke_mode(path, tmp_path, monkeypatch):
     nb = nbformat.read(copy, as_version=4)
     client = NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3",
                             resources={"metadata": {"path": str(tmp_path)}})
+    before = _chapter_folders(path)
     client.execute()  # raises CellExecutionError, with the cell and its traceback, on failure
+    # Once the lab has spawned ranks the kernel does not exit within the shutdown grace and is
+    # killed, so Python's exit hooks never run: only a folder its own cell removes is gone.
+    assert not _chapter_folders(path) - before, f"{path.name} left a temporary folder"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_notebook_temporary_folders_live_for_one_cell(path):
+    # a temporary folder or file is the context of a with statement, removed when it ends
+    nb = nbformat.read(path, as_version=4)
+    loose = []
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        tree = ast.parse(cell.source)
+        held = {id(item.context_expr) for node in ast.walk(tree) if isinstance(node, ast.With)
+                for item in node.items}
+        loose += [f"cell {i}, line {node.lineno}" for node in ast.walk(tree)
+                  if isinstance(node, ast.Call) and id(node) not in held
+                  and getattr(node.func, "attr", getattr(node.func, "id", None)) in TEMPORARY]
+    assert not loose, f"{path.name}: temporary folders outside a with block at {loose}"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
