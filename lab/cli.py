@@ -30,8 +30,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from lab.checks import (
+    MAX_REAL_RANKS,
+    MAX_REPEATS,
+    check_backend,
+    check_network,
+    check_real_ranks,
+    check_sweep,
+)
 from lab.tables import format_table
-from lab.units import UsageError, parse_sizes, parse_worlds
+from lab.units import UsageError, number, parse_sizes, parse_worlds, usage_line, whole
 
 if TYPE_CHECKING:
     from simulator.core.calibration import CalibrationEntry
@@ -43,10 +51,11 @@ class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line (no usage dump), exit status 2."""
 
     def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{message} (see '{self.prog} --help')")
+        raise UsageError(f"{usage_line(message)} (see '{self.prog} --help')")
 
 
-def _common(p: argparse.ArgumentParser, sweep: bool = True, repeats: bool = False) -> None:
+def _common(p: argparse.ArgumentParser, sweep: bool = True, repeats: bool = False,
+            calibration: bool = True) -> None:
     if sweep:
         p.add_argument("twin", help="twin name (see 'distml-lab list')")
         p.add_argument("--world", help="world sizes, e.g. 2,4 (default: the twin's sweep)")
@@ -55,11 +64,13 @@ def _common(p: argparse.ArgumentParser, sweep: bool = True, repeats: bool = Fals
         p.add_argument("--quick", action="store_true", help="the twin's short sweep (and, for "
                        "compare, a quick calibration where one is needed)")
     if repeats:
-        p.add_argument("--repeats", type=int, default=20, help="timed repeats per point")
+        p.add_argument("--repeats", type=whole(1, MAX_REPEATS), default=20,
+                       help=f"timed repeats per point (1-{MAX_REPEATS}, default 20)")
         p.add_argument("--backend", default="gloo", choices=["gloo", "nccl"])
         _network_options(p)
-    p.add_argument("--calibration", help="calibration file (default: $DISTML_CALIBRATION or "
-                   "~/.cache/distml-lab/calibration.json)")
+    if calibration:  # not for run: a measurement needs none
+        p.add_argument("--calibration", help="calibration file (default: $DISTML_CALIBRATION "
+                       "or ~/.cache/distml-lab/calibration.json)")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
 
 
@@ -68,37 +79,6 @@ def _network_options(p: argparse.ArgumentParser) -> None:
                    "rank in a network namespace on a rate-limited link (needs root)")
     p.add_argument("--bandwidth", help="shaped links' rate: 1gbit, or one per rank "
                    "(1gbit,1gbit,100mbit)")
-
-
-def _network(args: argparse.Namespace, worlds: Sequence[int], machine: bool = True
-             ) -> tuple[str, str | None]:
-    """``--network``/``--bandwidth``, checked: bad values and a machine that cannot shape
-    links are one line each (exit status 2)."""
-    from simulator.core.shaped import NETWORKS, parse_bandwidths
-
-    network, bandwidth = args.network, args.bandwidth
-    if network not in NETWORKS:
-        raise UsageError(f"invalid --network {network!r}: choose loopback or shaped")
-    if network == "loopback":
-        if bandwidth is not None:
-            raise UsageError("--bandwidth needs --network shaped")
-        return network, None
-    bandwidth = bandwidth or "1gbit"
-    try:
-        for world in worlds:
-            parse_bandwidths(bandwidth, world)
-    except ValueError as exc:
-        raise UsageError(f"invalid --bandwidth: {exc}") from None
-    if not machine:  # a prediction needs the calibration only, not root
-        return network, bandwidth
-    if getattr(args, "backend", "gloo") != "gloo":
-        raise UsageError("--network shaped runs gloo ranks (CPU processes): use --backend gloo")
-    from backends.shaped import missing
-
-    why = missing()
-    if why:
-        raise UsageError(f"cannot use --network shaped: {why}")
-    return network, bandwidth
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -119,26 +99,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cluster", default="local", help="local (calibrated) or a preset: "
                    "a100, h100, ethernet-10g")
     p = sub.add_parser("run", help="measure the real twin")
-    _common(p, repeats=True)
+    _common(p, repeats=True, calibration=False)
     p = sub.add_parser("compare", help="predict and measure, side by side")
     _common(p, repeats=True)
-    p.add_argument("--out", help="also write CSV, JSON and a plot into this folder")
+    p.add_argument("--out", help="also write TWIN.csv, TWIN.json and TWIN.png into this folder "
+                   "(checked before measuring; existing files are kept unless --force)")
+    p.add_argument("--force", action="store_true", help="let --out replace files of the same "
+                   "names")
     p = sub.add_parser("report", help="the tour: calibrate, compare every twin, write a report")
-    p.add_argument("--out", default="report", help="output folder (default: report)")
+    p.add_argument("--out", default="report", help="output folder (default: report): new, "
+                   "empty, or a report written before, which is replaced; a folder holding "
+                   "other files is refused")
     p.add_argument("--quick", action="store_true", help="shortest sweeps (smoke test)")
     p.add_argument("--calibration", help="calibration file")
     p = sub.add_parser("store-demo", help="rendezvous: a TCPStore and process groups, per rank")
-    p.add_argument("--world", type=int, default=4, help="ranks (1-16, default 4)")
-    p.add_argument("--missing-timeout", type=float, default=0.5,
+    p.add_argument("--world", type=whole(1, 16), default=4, help="ranks (1-16, default 4)")
+    p.add_argument("--missing-timeout", type=number(0, 30, lo_open=True), default=0.5,
                    help="seconds to wait for a key nobody sets (default 0.5)")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     p = sub.add_parser("horovodrun", help="run a command as np Horovod tasks on this machine "
                        "(ch. 7)")
-    p.add_argument("-np", "--num-proc", dest="np", type=int, required=True,
-                   help="number of task processes (ranks)")
-    p.add_argument("--cycle-time-ms", type=float, help="background thread's cycle time, ms")
-    p.add_argument("--fusion-threshold-mb", type=float, help="fusion buffer size, MiB")
-    p.add_argument("--start-timeout", type=float, default=30.0,
+    p.add_argument("-np", "--num-proc", dest="np", type=whole(1, MAX_REAL_RANKS), required=True,
+                   help=f"number of task processes (ranks, 1-{MAX_REAL_RANKS})")
+    p.add_argument("--cycle-time-ms", type=number(0, 1e4, lo_open=True),
+                   help="background thread's cycle time, ms")
+    p.add_argument("--fusion-threshold-mb", type=number(0, 2**20),
+                   help="fusion buffer size, MiB")
+    p.add_argument("--start-timeout", type=number(0, 3600, lo_open=True), default=30.0,
                    help="seconds for every task to reach hvd.init() (default 30)")
     p.add_argument("task_command", metavar="command", nargs=argparse.REMAINDER,
                    help="the program and its arguments")
@@ -149,23 +136,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _sweep(args: argparse.Namespace) -> tuple[Any, list[int], list[int]]:
+def _sweep(args: argparse.Namespace, real: bool = False) -> tuple[Any, list[int], list[int]]:
+    """The twin, worlds and sizes asked for, checked (:func:`lab.checks.check_sweep`); a real
+    run's backend too."""
     from lab.twins import get_twin
 
     try:
         twin = get_twin(args.twin)
     except KeyError as exc:
         raise UsageError(exc.args[0]) from None
-    worlds = parse_worlds(args.world) if args.world else list(
+    worlds = parse_worlds(args.world) if args.world is not None else list(
         twin.quick_worlds if args.quick else twin.worlds)
-    sizes = parse_sizes(args.sizes) if args.sizes else list(
+    sizes = parse_sizes(args.sizes) if args.sizes is not None else list(
         twin.quick_sizes if args.quick else twin.sizes)
-    for world in worlds:
-        if world < twin.min_world:
-            raise UsageError(f"{twin.name} needs a world of at least {twin.min_world} ranks, "
-                             f"got {world}")
-    if getattr(args, "repeats", 1) < 1:
-        raise UsageError(f"invalid --repeats {args.repeats}: must be at least 1")
+    check_sweep(twin, worlds, sizes, real)
+    if real:
+        check_backend(args.backend, max(worlds))
     return twin, worlds, sizes
 
 
@@ -192,11 +178,15 @@ def cmd_list(args: argparse.Namespace) -> None:
 def cmd_calibrate(args: argparse.Namespace) -> None:
     """``distml-lab calibrate``."""
     from lab.calibrate import calibrate, calibration_sweep
+    from simulator.core.calibration import check_writable
 
     worlds = parse_worlds(args.world)
     if any(w < 2 for w in worlds):
         raise UsageError("calibration needs a world of at least 2 ranks (a ping-pong)")
-    network, bandwidth = _network(args, worlds)
+    check_real_ranks(worlds, max(calibration_sweep(args.quick)["sizes"]))
+    check_backend(args.backend, max(worlds))
+    network, bandwidth = check_network(args, worlds)
+    check_writable(args.calibration)
     entries = []
     for world in worlds:
         print(f"calibrating {args.backend} with {world} ranks on {network} ...",
@@ -240,7 +230,7 @@ def cmd_simulate(args: argparse.Namespace) -> None:
     if args.cluster != "local" and args.cluster not in PRESETS:
         raise UsageError(f"unknown cluster {args.cluster!r}; choose local or one of "
                          f"{', '.join(sorted(PRESETS))}")
-    network, bandwidth = _network(args, worlds, machine=False)
+    network, bandwidth = check_network(args, worlds, machine=False)
     rows = [row for world in worlds
             for row in predict(twin, world, sizes, args.cluster, args.calibration,
                                network=network, bandwidth=bandwidth)]
@@ -252,8 +242,8 @@ def cmd_run(args: argparse.Namespace) -> None:
     """``distml-lab run``."""
     from lab.compare import run_real
 
-    twin, worlds, sizes = _sweep(args)
-    network, bandwidth = _network(args, worlds)
+    twin, worlds, sizes = _sweep(args, real=True)
+    network, bandwidth = check_network(args, worlds)
     rows = []
     for world in worlds:
         for nbytes, t in zip(sizes, run_real(twin, world, sizes, args.repeats, args.backend,
@@ -277,9 +267,15 @@ def cmd_compare(args: argparse.Namespace) -> None:
         write_csv,
         write_json,
     )
+    from lab.outputs import check_new_files
+    from simulator.core.calibration import check_writable
 
-    twin, worlds, sizes = _sweep(args)
-    network, bandwidth = _network(args, worlds)
+    twin, worlds, sizes = _sweep(args, real=True)
+    network, bandwidth = check_network(args, worlds)
+    names = [f"{twin.name}.{ext}" for ext in ("csv", "json", "png")]
+    if args.out is not None:
+        check_new_files(Path(args.out), names, args.force)
+    check_writable(args.calibration)  # a first comparison calibrates, and saves that
     ensure_calibrated(worlds, args.backend, args.calibration, quick=args.quick,
                       log=lambda m: print(m, file=sys.stderr), network=network,
                       bandwidth=bandwidth)
@@ -290,9 +286,9 @@ def cmd_compare(args: argparse.Namespace) -> None:
         from lab.plots import plot_compare
 
         out = Path(args.out)
-        write_csv(rows, out / f"{twin.name}.csv")
-        write_json({"records": rows}, out / f"{twin.name}.json")
-        plot_compare(records, out / f"{twin.name}.png")
+        write_csv(rows, out / names[0])
+        write_json({"records": rows}, out / names[1])
+        plot_compare(records, out / names[2])
     columns = [("world", "world"), ("bytes", "size"), ("predicted_s", "predicted(us)"),
                ("measured_median_s", "measured(us)"), ("measured_p10_s", "p10(us)"),
                ("measured_p90_s", "p90(us)"), ("rel_error", "error")]
@@ -353,9 +349,9 @@ def cmd_horovodrun(args: argparse.Namespace) -> int:
     from backends.horovod.runner import horovodrun
 
     mb = args.fusion_threshold_mb
-    if mb is not None and mb < 0:
-        raise UsageError(f"--fusion-threshold-mb must be at least 0, not {mb:g}")
     command = args.task_command[1:] if args.task_command[:1] == ["--"] else args.task_command
+    if not command:
+        raise UsageError("no command to run (e.g. distml-lab horovodrun -np 2 python train.py)")
     return horovodrun(args.np, command, cycle_time_ms=args.cycle_time_ms,
                       fusion_threshold_bytes=None if mb is None else int(mb * 2**20),
                       start_timeout_s=args.start_timeout)
@@ -369,27 +365,30 @@ COMMANDS = {"list": cmd_list, "calibrate": cmd_calibrate, "simulate": cmd_simula
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status (2 for bad input, 1 for a failed run)."""
     from backends.launch import RankError
+    from backends.lifeline import sigterm_unwinds
     from lab.simulate_models import MODELS
     from simulator.core.calibration import CalibrationError
 
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        if len(argv) >= 2 and argv[0] == "simulate" and argv[1] in MODELS:
-            simulate_model(argv[1:])
-            return 0
-        args = build_parser().parse_args(argv)
-        if args.command == "horovodrun":
-            return cmd_horovodrun(args)
-        COMMANDS[args.command](args)
+        with sigterm_unwinds():  # SIGTERM, like Ctrl-C, unwinds: ranks reaped, nothing left
+            if len(argv) >= 2 and argv[0] == "simulate" and argv[1] in MODELS:
+                simulate_model(argv[1:])
+                return 0
+            args = build_parser().parse_args(argv)
+            if args.command == "horovodrun":
+                return cmd_horovodrun(args)
+            COMMANDS[args.command](args)
     except (UsageError, CalibrationError, ValueError) as exc:
         print(f"distml-lab: error: {exc}".splitlines()[0], file=sys.stderr)
         return EXIT_USAGE
     except RankError as exc:
         print(f"distml-lab: {exc}", file=sys.stderr)  # names the rank, then its traceback
         return 1
-    except KeyboardInterrupt:
-        print("distml-lab: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        signalled = exc.args[:1] == ("SIGTERM",)
+        print(f"distml-lab: {'terminated' if signalled else 'interrupted'}", file=sys.stderr)
+        return 143 if signalled else 130
     return 0
 
 

@@ -12,9 +12,9 @@ For each (world size, message size) point:
 
 from __future__ import annotations
 
-import argparse
 import csv
 import functools
+import io
 import json
 import math
 import statistics
@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.twins import Twin, get_twin
+from simulator.core.atomic import write_atomic
 from simulator.core.calibration import SUSTAINED_REPEAT_S, CalibrationError, find_entry
 from simulator.core.engine import Trace
 from simulator.core.hardware import Cluster, preset
@@ -560,43 +561,21 @@ def median_abs_error(records: Sequence[Record]) -> float:
 # ---- writing ----------------------------------------------------------------------------------
 
 def write_csv(rows: Sequence[dict[str, Any]], path: Path) -> Path:
-    """Rows of dicts as CSV, written atomically."""
+    """Rows of dicts as CSV, written atomically (:func:`simulator.core.atomic.write_atomic`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", newline="") as fh:
-        if rows:
-            writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
-    tmp.replace(path)
+    text = io.StringIO(newline="")
+    if rows:
+        writer = csv.DictWriter(text, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    write_atomic(path, text.getvalue())
     return path
 
 
-def benchmark_args(doc: str, repeats: int = 15) -> argparse.Namespace:
-    """``--repeats`` (at least 1: else a one-line error, exit status 2) and ``--out`` (the
-    results folder) — the command line of the benchmarks that take nothing else."""
-    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=repeats, help="repeats per point")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
-    args = parser.parse_args()
-    if args.repeats < 1:
-        parser.error(f"--repeats must be at least 1, got {args.repeats}")
-    return args
-
-
-def write_records(records: Sequence[dict[str, Any]], out: Path, stem: str) -> Path:
-    """A benchmark's records as ``out/stem.csv`` and ``out/stem.json`` (``{"records": …}``,
-    written atomically); returns the JSON file's path."""
-    write_csv(records, out / f"{stem}.csv")
-    return write_json({"records": list(records)}, out / f"{stem}.json")
-
-
 def write_json(doc: Any, path: Path) -> Path:
-    """A JSON document, written atomically."""
+    """A JSON document, written atomically (:func:`simulator.core.atomic.write_atomic`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2))
-    tmp.replace(path)
+    write_atomic(path, json.dumps(doc, indent=2))
     return path
 
 

@@ -701,41 +701,54 @@ def plot_cycles(traces: Sequence[tuple[str, Trace]], path: str | None = None) ->
 
 # ---- distml-lab simulate horovod -------------------------------------------------------------
 
+MAX_LAYERS = 1000
+"""Most widths ``--widths`` takes (each layer is a tensor the simulated step reduces)."""
+MAX_WIDTH = 2**20
+"""Widest layer, and largest batch, ``simulate horovod`` takes."""
+MIN_CYCLE_TIME_MS = 0.001
+"""Shortest cycle time ``simulate horovod`` takes, ms: every cycle is simulated."""
+
+
 def _widths(text: str) -> list[int]:
     from lab.units import UsageError
 
     try:
         if "x" in text:
             width, _, count = text.partition("x")
-            widths = [int(width)] * int(count)
+            widths = [int(width)] * min(int(count), MAX_LAYERS + 1)
         else:
             widths = [int(w) for w in text.split(",")]
     except ValueError:
         widths = []
-    if len(widths) < 2 or min(widths) < 1:
-        raise UsageError(f"invalid --widths {text!r}: expected two or more widths ≥ 1, like "
-                         "1024x7 (seven 1024s) or 784,512,10")
+    if not 2 <= len(widths) <= MAX_LAYERS or not 1 <= min(widths) <= max(widths) <= MAX_WIDTH:
+        raise UsageError(f"invalid --widths {text!r}: expected 2 to {MAX_LAYERS} widths from 1 "
+                         f"to {MAX_WIDTH}, like 1024x7 (seven 1024s) or 784,512,10")
     return widths
 
 
 def simulate_arguments(p: Any) -> None:
-    """Options of ``distml-lab simulate horovod``."""
-    p.add_argument("--world", type=int, required=True, help="ranks p")
-    p.add_argument("--fusion-threshold-mb", type=float, default=128.0,
+    """Options of ``distml-lab simulate horovod`` (out-of-range values: one line, exit 2)."""
+    from lab.checks import MAX_SIMULATED_RANKS
+    from lab.units import number, whole
+
+    p.add_argument("--world", type=whole(1, MAX_SIMULATED_RANKS), required=True,
+                   help=f"ranks p (1-{MAX_SIMULATED_RANKS})")
+    p.add_argument("--fusion-threshold-mb", type=number(0, 2**20), default=128.0,
                    help="HOROVOD_FUSION_THRESHOLD in MiB (default 128; 0: no fusion)")
-    p.add_argument("--cycle-time-ms", type=float, default=1.0,
-                   help="HOROVOD_CYCLE_TIME in ms (default 1)")
+    p.add_argument("--cycle-time-ms", type=number(MIN_CYCLE_TIME_MS, 1e4), default=1.0,
+                   help=f"HOROVOD_CYCLE_TIME in ms ({MIN_CYCLE_TIME_MS:g}-10000, default 1)")
     p.add_argument("--widths", default="x".join(map(str, (DEFAULT_WIDTHS[0],
                                                           len(DEFAULT_WIDTHS)))),
                    help="the MLP's layer widths: 1024x7 or 784,512,10 (default 1024x7)")
-    p.add_argument("--batch", type=int, default=DEFAULT_BATCH, help="rows per rank (default 32)")
+    p.add_argument("--batch", type=whole(1, MAX_WIDTH), default=DEFAULT_BATCH,
+                   help="rows per rank (default 32)")
     p.add_argument("--cluster", default="local",
                    help="local (this machine's calibration, ranks sharing its cores; the "
                         "default) or a preset: a100, h100, ethernet-10g")
-    p.add_argument("--small-latency-us", type=float,
+    p.add_argument("--small-latency-us", type=number(0, 1e6, lo_open=True),
                    help="local only: one-way time of an 8-byte message, idle, µs (measured by "
                         "lab.horovod.small_message_latency_s; default: the calibration's α)")
-    p.add_argument("--busy-latency-us", type=float,
+    p.add_argument("--busy-latency-us", type=number(0, 1e6, lo_open=True),
                    help="local only: the same beside computing main threads, µs (default: "
                         "as idle)")
 

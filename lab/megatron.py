@@ -16,7 +16,19 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from lab.units import UsageError, format_size
+from lab.units import UsageError, format_size, number, whole
+
+MAX_GPUS = 65536
+"""Most GPUs ``plan`` and ``simulate megatron`` take (a sanity bound: about today's largest
+clusters)."""
+MAX_SHAPE = 2**24
+"""Largest layer count, width, head count, sequence length or vocabulary taken."""
+MAX_PIPELINE_STEPS = 2**17
+"""Most micro-batch passes ``simulate megatron`` simulates, m·p·v (each is an event; 2¹⁷ take
+some 15 s)."""
+MAX_PLAN_BATCH = 16384
+"""Largest global batch ``plan`` takes: it simulates every configuration, the one with the
+most micro-batches (b = 1, d = 1) included."""
 
 SHAPE = (("layers", "transformer layers l"), ("hidden", "hidden size h"),
          ("heads", "attention heads a"), ("seq", "sequence length s"),
@@ -29,13 +41,14 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--model", help=f"a preset: {', '.join(PRESETS)} (or give the shape)")
     for name, what in SHAPE:
-        p.add_argument(f"--{name}", type=int, help=what + " (overrides the preset's)")
+        p.add_argument(f"--{name}", type=whole(1, MAX_SHAPE),
+                       help=what + " (overrides the preset's)")
     p.add_argument("--cluster", required=True, help="a preset: a100 or h100 (DGX nodes)")
     p.add_argument("--recompute", default="full", choices=["full", "selective", "none"],
                    help="activation recomputation (default full, as Narayanan et al. 2021)")
     p.add_argument("--sequence-parallel", action="store_true",
                    help="sequence parallelism (Korthikanti et al. 2022)")
-    p.add_argument("--matmul-efficiency", type=float, default=1.0,
+    p.add_argument("--matmul-efficiency", type=number(0, 1, lo_open=True), default=1.0,
                    help="achieved fraction of peak FLOP/s in matrix multiplications "
                         "(default 1.0: the data sheet's peak)")
 
@@ -94,8 +107,9 @@ def megatron_arguments(p: argparse.ArgumentParser) -> None:
                        ("dp", "data-parallel replicas d"),
                        ("global-batch", "sequences per iteration B"),
                        ("micro-batch", "sequences per micro-batch b")):
-        p.add_argument(f"--{name}", type=int, required=True, help=what)
-    p.add_argument("--interleave", type=int, default=1,
+        p.add_argument(f"--{name}", type=whole(1, MAX_GPUS if name in ("tp", "pp", "dp")
+                                               else MAX_SHAPE), required=True, help=what)
+    p.add_argument("--interleave", type=whole(1, MAX_SHAPE), default=1,
                    help="model chunks per pipeline rank v (interleaved 1F1B; default 1)")
     p.add_argument("--overlap-grad-reduce", action="store_true",
                    help="all-reduce gradients during the last backward")
@@ -116,6 +130,14 @@ def run_megatron(args: argparse.Namespace) -> dict[str, Any]:
                                 matmul_efficiency=args.matmul_efficiency)
     except ValueError as exc:
         raise UsageError(f"invalid configuration: {exc}") from None
+    if config.grid.world_size > MAX_GPUS:
+        raise UsageError(f"invalid grid: t·p·d = {config.grid.world_size} GPUs, at most "
+                         f"{MAX_GPUS}")
+    steps = args.global_batch // (args.micro_batch * args.dp) * args.pp * args.interleave
+    if steps > MAX_PIPELINE_STEPS:
+        raise UsageError(f"invalid configuration: {steps} micro-batch passes (m·p·v) to "
+                         f"simulate, at most {MAX_PIPELINE_STEPS}; use fewer, larger "
+                         "micro-batches")
     cluster = cluster_for(args.cluster, config.grid.world_size)
     doc = simulate_megatron(cluster, config).as_dict()
     doc["gpu_memory_bytes"] = cluster.devices[0].memory_bytes
@@ -151,12 +173,15 @@ def megatron_table(doc: dict[str, Any]) -> list[tuple[str, str]]:
 def plan_arguments(p: argparse.ArgumentParser) -> None:
     """Options of ``distml-lab plan``."""
     add_model_arguments(p)
-    p.add_argument("--gpus", type=int, required=True, help="GPUs N (whole 8-GPU nodes)")
-    p.add_argument("--global-batch", type=int, help="sequences per iteration B (default N)")
-    p.add_argument("--max-tp", type=int, default=8, help="largest t tried (default 8: a node)")
+    p.add_argument("--gpus", type=whole(1, MAX_GPUS), required=True,
+                   help=f"GPUs N (whole 8-GPU nodes, at most {MAX_GPUS})")
+    p.add_argument("--global-batch", type=whole(1, MAX_PLAN_BATCH),
+                   help=f"sequences per iteration B (default N; at most {MAX_PLAN_BATCH})")
+    p.add_argument("--max-tp", type=whole(1, 64), default=8,
+                   help="largest t tried (default 8: a node)")
     p.add_argument("--interleave", default="1",
                    help="chunks per pipeline rank to try, e.g. 1,2 (default 1)")
-    p.add_argument("--top", type=int, default=10, help="rows to print (default 10)")
+    p.add_argument("--top", type=whole(1, 10**6), default=10, help="rows to print (default 10)")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
 
 
@@ -169,11 +194,15 @@ def run_plan(args: argparse.Namespace) -> dict[str, Any]:
         interleave = [int(v) for v in args.interleave.split(",")]
     except ValueError:
         raise UsageError(f"invalid --interleave {args.interleave!r}: e.g. 1 or 1,2") from None
-    if any(v < 1 for v in interleave):
-        raise UsageError(f"invalid --interleave {args.interleave!r}: chunks must be ≥ 1")
+    if not interleave or any(not 1 <= v <= 64 for v in interleave) or len(interleave) > 16:
+        raise UsageError(f"invalid --interleave {args.interleave!r}: up to 16 chunk counts "
+                         "from 1 to 64")
     model = model_from(args)
     cluster = cluster_for(args.cluster, args.gpus)
     batch = args.global_batch or args.gpus
+    if batch > MAX_PLAN_BATCH:
+        raise UsageError(f"a global batch of {batch} sequences is more than plan simulates "
+                         f"({MAX_PLAN_BATCH}); give --global-batch")
     rows = plan(model, cluster, batch, max_t=args.max_tp, interleave=interleave,
                 recompute=args.recompute, sequence_parallel=args.sequence_parallel,
                 matmul_efficiency=args.matmul_efficiency)

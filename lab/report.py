@@ -6,13 +6,14 @@
    Chrome traces (open them in https://ui.perfetto.dev).
 3. ``index.md``: the calibration, and per twin a table of prediction beside measurement.
 
-Everything goes to a temporary folder first and replaces ``out`` only when complete, so an
-interrupted report never leaves a half-written one.
+Everything goes to a hidden folder beside ``out`` first and moves into place only when complete,
+so an interrupted report never leaves a half-written one. ``out`` may be new, empty or a report
+the lab wrote before (which is replaced); anything else is refused before any work starts
+(:mod:`lab.outputs`).
 """
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 import time
 from collections.abc import Callable
@@ -28,23 +29,33 @@ from lab.compare import (
     write_csv,
     write_json,
 )
+from lab.outputs import check_report_folder, remove_partial, replace_report, write_manifest
 from lab.plots import plot_compare, plot_timelines
 from lab.twins import all_twins
 from lab.units import format_size
-from simulator.core.calibration import find_entry
+from simulator.core.calibration import check_writable, find_entry
 
 
 def build_report(out: Path, quick: bool = False, calibration: str | Path | None = None,
                  log: Callable[[str], None] = print, repeats: int | None = None) -> Path:
-    """Write the report into ``out`` (replacing it whole) and return ``out/index.md``."""
+    """Write the report into ``out`` and return its ``index.md`` (``out`` as
+    :func:`lab.outputs.replace_report` leaves it).
+
+    Raises:
+        UsageError: ``out`` holds files the lab did not write, or cannot be made (nothing
+            measured yet).
+        CalibrationError: the calibration file cannot be read or saved (nothing measured yet).
+    """
     started = time.monotonic()
+    out = Path(out)
+    check_report_folder(out)
+    check_writable(calibration)
     twins = [t for t in all_twins() if t.tour]
     sweeps = {t.name: (t.quick_worlds[:1] if quick else t.quick_worlds,
                        t.quick_sizes[:2] if quick else t.quick_sizes) for t in twins}
     worlds = sorted({w for tworlds, _ in sweeps.values() for w in tworlds})
     ensure_calibrated(worlds, calibration=calibration, quick=quick, log=log)
     repeats = repeats or (5 if quick else 20)
-    out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".report-", dir=out.parent))
     try:
@@ -92,10 +103,9 @@ def build_report(out: Path, quick: bool = False, calibration: str | Path | None 
                       f"`{twin.name}.measured.trace.json`."]
         lines += ["", f"_Generated in {time.monotonic() - started:.0f} s._", ""]
         (tmp / "index.md").write_text("\n".join(lines))
-        if out.exists():
-            shutil.rmtree(out)
-        tmp.rename(out)
+        write_manifest(tmp)
+        out = replace_report(tmp, out)
     finally:
         if tmp.exists():
-            shutil.rmtree(tmp)
+            remove_partial(tmp)
     return out / "index.md"

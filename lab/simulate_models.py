@@ -13,7 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from lab.units import UsageError, parse_count
+from lab.checks import MAX_SIMULATED_RANKS, check_simulated_world
+from lab.units import UsageError, parse_count, whole
+
+MAX_PARAMS = 10**15
+"""Largest model ``simulate zero`` takes, parameters (a thousand times today's largest)."""
+MAX_CLOSED_FORM_RANKS = 2**24
+"""Most data-parallel ranks the closed forms take (no simulation: only sanity)."""
 
 
 @dataclass(frozen=True)
@@ -36,7 +42,8 @@ def _zero_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--params", required=True, help="parameters Ψ, e.g. 7.5B or 1.5e9")
     p.add_argument("--stage", type=int, required=True, choices=[0, 1, 2, 3],
                    help="ZeRO stage (0 = plain data parallelism)")
-    p.add_argument("--dp", type=int, required=True, help="data-parallel ranks N_d")
+    p.add_argument("--dp", type=whole(1, MAX_CLOSED_FORM_RANKS), required=True,
+                   help=f"data-parallel ranks N_d (with --cluster at most {MAX_SIMULATED_RANKS})")
     p.add_argument("--precision", default="mixed", choices=["mixed", "fp32"])
     p.add_argument("--optimizer", default="adam", choices=["adam", "momentum", "sgd"])
     p.add_argument("--cluster", help="also time the step's collectives on a preset: a100, h100, "
@@ -48,11 +55,10 @@ def run_zero(args: argparse.Namespace) -> dict[str, Any]:
     from simulator.core.hardware import preset
     from simulator.zero import simulate_zero
 
-    params = parse_count(args.params, "--params")
-    if args.dp < 1:
-        raise UsageError(f"invalid --dp {args.dp}: needs at least 1 rank")
+    params = parse_count(args.params, "--params", most=MAX_PARAMS)
     cluster = None
     if args.cluster:
+        check_simulated_world(args.dp, "--dp")
         if args.cluster == "local":
             raise UsageError("--cluster takes a preset (a100, h100, ethernet-10g), not local")
         cluster = preset(args.cluster, args.dp)

@@ -43,7 +43,7 @@ BAD = [
 @pytest.mark.parametrize("argv, message", BAD)
 def test_bad_input_is_one_line_and_exit_status_2(argv, message, capsys, fake_calibration):
     assert main([*argv, "--calibration", str(fake_calibration)] if argv and argv[0] in (
-        "simulate", "compare", "run", "calibrate") else argv) == 2
+        "simulate", "compare", "calibrate") else argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("distml-lab: error:"), err
     assert message in err
