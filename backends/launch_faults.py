@@ -178,7 +178,7 @@ def blame(procs: list[Any], seen: Reports, tap: StderrTap) -> RankError:
         rank = silent[0]
         lines = tap.last_lines(rank)
         last = f"; its last words on stderr: {lines[-1].strip()}" if lines else ""
-        return RankError(rank, f"{_ended(procs[rank].exitcode)} without returning a result{last}",
+        return RankError(rank, f"{ended(procs[rank].exitcode)} without returning a result{last}",
                          stderr_tail="\n".join(lines))
     own = [r for r, (msg, _) in seen.errors.items() if not _secondary(msg)]
     if own:
@@ -204,13 +204,14 @@ def _secondary(message: str) -> bool:
     return any(mark in message for mark in SECONDARY)
 
 
-def _ended(exitcode: int | None) -> str:
+def ended(exitcode: int | None, word: str = "code") -> str:
+    """How a process ended, from its exit code (negative: the signal that killed it)."""
     if exitcode is not None and exitcode < 0:
         try:
             return f"was killed by {signal.Signals(-exitcode).name}"
         except ValueError:
             return f"was killed by signal {-exitcode}"
-    return f"exited with code {exitcode}"
+    return f"exited with {word} {exitcode}"
 
 
 def _ranks(ranks: list[int]) -> str:

@@ -20,7 +20,6 @@ task that gave up waiting for it: the stall inspector's error names the ranks it
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import threading
 import time
@@ -28,7 +27,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from backends.launch_faults import LISTEN_AFTER_FAILURE_S, SECONDARY
+from backends.launch_faults import LISTEN_AFTER_FAILURE_S, SECONDARY, ended
 
 HOROVOD_SECONDARY = (*SECONDARY, "Horovod has been shut down",
                      "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS")
@@ -122,22 +121,13 @@ def blame(statuses: Sequence[int | None], failed: list[int], tails: Tails) -> Ve
                        f"{ranks_text(failed)} gave up waiting", first, tails.last(first))
     rank = (own or failed)[0]
     return Verdict(rank, _exit_status(statuses[rank]),
-                   f"task {rank} (rank {rank}) {_describe(statuses[rank])}", rank,
+                   f"task {rank} (rank {rank}) {ended(statuses[rank], 'status')}", rank,
                    tails.last(rank))
 
 
 def _own(status: int | None, last_words: str) -> bool:
     return status is not None and (status < 0 or not any(m in last_words
                                                          for m in HOROVOD_SECONDARY))
-
-
-def _describe(status: int | None) -> str:
-    if status is not None and status < 0:
-        try:
-            return f"was killed by {signal.Signals(-status).name}"
-        except ValueError:
-            return f"was killed by signal {-status}"
-    return f"exited with status {status}"
 
 
 def _exit_status(status: int | None) -> int:

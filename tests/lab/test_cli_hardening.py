@@ -16,17 +16,6 @@ from lab.units import UsageError
 from tests.lab.test_cli import fake_calibration  # noqa: F401 (a fixture)
 
 
-@pytest.fixture
-def no_work(monkeypatch):
-    """Fail the test if any rank or task would start."""
-
-    def started(*args, **kwargs):
-        raise AssertionError("work started before the input was checked")
-
-    monkeypatch.setattr("backends.launch.run_ranks", started)
-    monkeypatch.setattr("backends.horovod.runner.horovodrun", started)
-
-
 def snapshot(folder):
     """Every path under ``folder`` with its size and contents' modification time."""
     return sorted((str(p.relative_to(folder)), p.stat().st_size, p.stat().st_mtime_ns)

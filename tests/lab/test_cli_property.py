@@ -148,16 +148,6 @@ def run_refused(argv, tmp: Path):
     return code, err.getvalue()
 
 
-@pytest.fixture
-def no_work(monkeypatch):
-    def started(*args, **kwargs):
-        raise AssertionError("work started before the input was checked")
-
-    monkeypatch.setattr("backends.launch.run_ranks", started)
-    monkeypatch.setattr("backends.horovod.runner.horovodrun", started)
-    monkeypatch.setattr("lab.compare.ensure_calibrated", started)
-
-
 @pytest.mark.parametrize("command, flag, dest, bad", FLAGS,
                          ids=[f"{c} {f or d}" for c, f, d, _ in FLAGS])
 @settings(max_examples=6, suppress_health_check=[HealthCheck.function_scoped_fixture])
