@@ -7,10 +7,10 @@ The calibration's *chain of dependent exchanges* is timed as the mean of
 :data:`lab.calibrate.CHAIN_STEPS` steps run back to back among ``k`` ranks, posted two ways:
 plainly (:func:`lab.calibrate.chain_step`) and a step ahead, as the collectives post their
 steps (:func:`lab.calibrate.chain_ahead`). The collectives' loopback model
-(:meth:`Cluster.from_calibration` with ``exchange_bus`` and ``receiver_driven``, what
+(:func:`~simulator.host.cluster_from_entry` with ``exchange_bus`` and ``receiver_driven``, what
 ``lab.compare.predict`` uses) prices the latency of a message that starts while ``k − 1``
 others are in flight by the chain posted ahead, scaled so that the simulated chain takes the
-measured time per step (:func:`simulator.core.wakeup.chain_means`). This simulates, per
+measured time per step (:func:`simulator.host.wakeup.chain_means`). This simulates, per
 calibrated world and ``k``, the same chain as it was measured — ``--steps`` steps back to back —
 and prints the measured step, the simulated one in the collectives' model, and the simulated one
 where messages that start together are counted in the order the simulation starts them (what
@@ -30,8 +30,8 @@ from typing import Any
 
 from lab.calibrate import CHAIN_STEPS
 from simulator.core.calibration import load_calibration
-from simulator.core.hardware import Cluster
-from simulator.core.wakeup import chain_step_s
+from simulator.host import cluster_from_entry
+from simulator.host.wakeup import chain_step_s
 
 from _output import add_out, write_json
 
@@ -52,9 +52,9 @@ def main() -> None:
                      "'distml-lab calibrate --world 4' first")
     rows: list[dict[str, Any]] = []
     for entry in sorted(entries, key=lambda e: e.world_size):
-        machine = Cluster.from_calibration(entry, exchange_bus=True, receiver_driven=True)
+        machine = cluster_from_entry(entry, exchange_bus=True, receiver_driven=True)
         ahead = bool(entry.chain_ahead_latency_s)
-        in_order = replace(Cluster.from_calibration(replace(entry, chain_ahead_latency_s=[]),
+        in_order = replace(cluster_from_entry(replace(entry, chain_ahead_latency_s=[]),
                                                     exchange_bus=True),
                            receiver_driven_sends=True,
                            post_overhead_s=entry.post_overhead_s or 0.0)

@@ -9,7 +9,7 @@ with a mini-batch of 64 examples (interleaved: ``--chunks`` chunks per rank, whe
 and the stages divide the micro-batches):
 
 * **predicted** — the simulated twin (:func:`simulator.pipeline.simulate.simulate_pipeline`)
-  on this machine's calibrated network (``Cluster.local``; run ``distml-lab calibrate --world
+  on this machine's calibrated network (``local_host_cluster``; run ``distml-lab calibrate --world
   2,3,4`` first), balanced by time on the per-layer profile measured on ONE process at that
   micro-batch size (:func:`backends.pipeline.profiler.profile_layers`). Its compute times
   (``--profile``):

@@ -28,7 +28,7 @@ a ring's shift, 16 KiB … 1 MiB a message — time per step:
   all-reduce's size, every rank at once (not a step: the CPU a reduce-scatter step adds);
 * ``reduce_ahead`` — the calibration's reducing shift (:func:`lab.calibrate.reduce_ahead`)
   with as many steps: the shift whose every received message is reduced before the next
-  send, the primitive the model prices a reduction by (:mod:`simulator.core.reduction`).
+  send, the primitive the model prices a reduction by (:mod:`simulator.host.reduction`).
 
 Writes ``ring_step_python-<run id>.json``/``.csv`` (new files every run: ``_output.py``) (median,
 p10, p90 per way and size, and each way's ratio to ``shift_ahead``) and prints a table; asserts

@@ -15,7 +15,8 @@ sending to its right one: what acknowledgements cost a port that does both), the
 (how much of a large message is still unsent when its blocking send returns), reduction, copy,
 matmul — then measures ring all-reduce, ring all-gather,
 binomial broadcast and pairwise all-to-all at 256 KiB–4 MiB, PyTorch's built-in beside ours,
-and puts the simulator's prediction (:meth:`Cluster.shaped`) beside each point. Then the
+and puts the simulator's prediction (:func:`~simulator.host.shaped_host_cluster`) beside
+each point. Then the
 heterogeneous case: one rank on a slower link, ring against tree all-reduce, predicted and
 measured. Writes ``shaped_accuracy{tag}-<run id>.json``/``.csv`` (new files every run:
 ``_output.py``) and prints the median |relative error| per twin and world. Asserts nothing.

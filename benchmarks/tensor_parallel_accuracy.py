@@ -19,7 +19,7 @@ For the chapter's small GPT (2 layers, h = 32, 4 heads, vocabulary 64, sequence 
   (:class:`lab.tensor_parallel.Conditions`; ``--profile after-wait``: the same before the
   measurement; ``together``: back to back; ``alone``: one process back to back;
   ``--no-slowest``, ``--statistic median``), replayed on this machine's calibrated cluster
-  (``Cluster.local``; ``distml-lab calibrate --world N`` first) with the latency of the
+  (``local_host_cluster``; ``distml-lab calibrate --world N`` first) with the latency of the
   waiting primitive, the ranks sharing the host's cores
   (:class:`simulator.core.cores.CorePool`);
 * **measured** — :class:`backends.tensor_parallel.ParallelGPT` trained on real processes,

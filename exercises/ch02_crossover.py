@@ -57,7 +57,7 @@ def predict_crossover_bytes(p: int, alpha_s: float, beta_s_per_B: float,
     #   - at your n* the lab's two closed forms (simulator.collectives.all_reduce) are equal,
     #     for many p, α, β, γ; recursive doubling is cheaper at n*/2, the ring at 2·n*;
     #   - p = 2 with γ = 0 gives math.inf; p = 1 raises ValueError;
-    #   - sim vs real: on this machine's calibrated local cluster (Cluster.local, built from a
+    #   - sim vs real: on this machine's calibrated local cluster (local_host_cluster, built from a
     #     real calibration of α, β and γ), the simulated ring and recursive doubling at world 2
     #     and 4, at a size 16 times below and 16 times above your n*, must be won by the
     #     algorithm your n* predicts. This part is graded against the simulator, not against

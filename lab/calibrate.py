@@ -12,7 +12,7 @@ Only primitives are measured (DESIGN.md, "The lab"):
   machine, loopback messages share the same cores and memory), and the fit's intercept the
   latency of a message among others in flight. The collectives' model reads the exchange
   size by size: its rate depends on how many bytes are in flight
-  (:mod:`simulator.core.bus`), solved from the same sizes sent round the ring as a ring
+  (:mod:`simulator.host.bus`), solved from the same sizes sent round the ring as a ring
   posts its steps — each receive a step ahead (:func:`shift_ahead`), so that no send but a
   call's first waits for its receiver's notice — and, with three ranks or more, swapped
   between the partners posted the same way (:func:`swap_ahead`), which prices what a
@@ -53,7 +53,7 @@ Only primitives are measured (DESIGN.md, "The lab"):
   :func:`backends.collectives.point_to_point.stream`), timed in the same rounds as the
   ping-pong: each send is posted before rank 1 has posted its next receive, so gloo queues
   it, and the collectives' model weighs a queued message alone on the bus by it
-  (``stream_times_s``, :func:`simulator.core.pingpong.stream_weights`);
+  (``stream_times_s``, :func:`simulator.host.pingpong.stream_weights`);
 * **send return** — TCP lets a blocking send return once the socket buffers hold what is
   still unread. On loopback rank 0 times, inside the ping-pong, how long each of its sends
   takes to return, by size (``send_return_times_s``): on the lab's host a send of up to
@@ -180,7 +180,7 @@ def reduce_ahead(send: Any, slots: Any, acc: Any, steps: int = SHIFT_AHEAD_STEPS
     core has just written while the ring's other messages are in flight. ``send`` and the two
     rows of ``slots`` are float32, ``acc`` one row's size. Less the shift of the same bytes,
     one step is what a reduction of a message costs there
-    (:func:`simulator.core.reduction.reduction_times`). The send is a fixed buffer, not the
+    (:func:`simulator.host.reduction.reduction_times`). The send is a fixed buffer, not the
     sum: no collective is timed, only a message's reduction among messages."""
     from backends.collectives.comm import Comm
 

@@ -3,7 +3,7 @@
 For each (world size, message size) point:
 
 * **predicted_s** — the simulated twin on the calibrated local cluster
-  (:meth:`simulator.core.Cluster.local`), whose parameters were measured on primitives only;
+  (:func:`~simulator.host.local_host_cluster`), whose parameters were measured on primitives only;
 * **closed_form_s** — the textbook formula with the same α and β, where one exists;
 * **measured_median_s / p10 / p90** — the real twin on real processes
   (:func:`backends.measure.measure`), barrier-aligned repeats;
@@ -29,6 +29,7 @@ from simulator.core.atomic import write_atomic
 from simulator.core.calibration import SUSTAINED_REPEAT_S, CalibrationError, find_entry
 from simulator.core.engine import Trace
 from simulator.core.hardware import Cluster, preset
+from simulator.host import local_host_cluster, shaped_host_cluster
 
 
 @dataclass(frozen=True)
@@ -70,19 +71,20 @@ def closed_form(twin: Twin, cluster: Cluster, nbytes: int) -> float | None:
 
 def local_cluster(world: int, backend: str = "gloo", calibration: str | Path | None = None
                   ) -> Cluster:
-    """The collectives' model of this machine on loopback (:meth:`Cluster.local`): the bus
-    fitted to bandwidth-bound exchanges, gloo's receiver-driven sends with the calibrated
-    notice and posting overhead. What :func:`predict` and the report's timelines use.
+    """The collectives' model of this machine on loopback
+    (:func:`~simulator.host.local_host_cluster`): the bus fitted to bandwidth-bound exchanges,
+    gloo's receiver-driven sends with the calibrated notice and posting overhead. What
+    :func:`predict` and the report's timelines use.
 
-    Solving the bus takes seconds (:mod:`simulator.core.bus`), so the model is kept for as
+    Solving the bus takes seconds (:mod:`simulator.host.bus`), so the model is kept for as
     long as its calibration file is unchanged (one solve per world for a whole sweep)."""
     from simulator.core.calibration import default_calibration_path
 
     path = Path(calibration) if calibration is not None else default_calibration_path()
     try:
         stamp = path.stat().st_mtime_ns
-    except OSError:  # no file: Cluster.local says so
-        return Cluster.local(world, backend, calibration, exchange_bus=True,
+    except OSError:  # no file: local_host_cluster says so
+        return local_host_cluster(world, backend, calibration, exchange_bus=True,
                              receiver_driven=True)
     return _solved_local(world, backend, str(path.resolve()), stamp)
 
@@ -90,7 +92,7 @@ def local_cluster(world: int, backend: str = "gloo", calibration: str | Path | N
 @functools.lru_cache(maxsize=16)
 def _solved_local(world: int, backend: str, path: str, stamp: int) -> Cluster:
     """:func:`local_cluster` of the calibration file ``path`` as of ``stamp`` (its mtime)."""
-    return Cluster.local(world, backend, path, exchange_bus=True, receiver_driven=True)
+    return local_host_cluster(world, backend, path, exchange_bus=True, receiver_driven=True)
 
 
 def predict(twin: Twin, world: int, sizes: Sequence[int], cluster: str = "local",
@@ -100,7 +102,8 @@ def predict(twin: Twin, world: int, sizes: Sequence[int], cluster: str = "local"
     """Simulated time (and closed form) of each size at one world size.
 
     ``network="shaped"`` (with ``cluster="local"``) predicts for this machine's ranks on the
-    shaped network of ``bandwidth``: :meth:`Cluster.shaped`, from that network's calibration.
+    shaped network of ``bandwidth``: :func:`~simulator.host.shaped_host_cluster`, from that
+    network's calibration.
     On loopback the ranks' sends are gloo's, receiver-driven
     (:attr:`Cluster.receiver_driven_sends`).
 
@@ -109,12 +112,12 @@ def predict(twin: Twin, world: int, sizes: Sequence[int], cluster: str = "local"
     """
     _check_world(twin, world)
     if network == "shaped" and cluster == "local":
-        machine = Cluster.shaped(world, bandwidth or "1gbit", backend, calibration)
+        machine = shaped_host_cluster(world, bandwidth or "1gbit", backend, calibration)
         cluster = machine.name
     elif cluster == "local":
         machine = local_cluster(world, backend, calibration)
     else:
-        machine = preset(cluster, world, calibration, backend)
+        machine = preset(cluster, world)
     if calls is not None and len(calls) != len(sizes):
         raise ValueError(f"{len(calls)} call counts for {len(sizes)} sizes")
     rows = []
@@ -458,10 +461,10 @@ def compare_sustained(names: Sequence[str], worlds: Sequence[int], sizes: Sequen
     ``chain`` of :func:`measure_sustained`) — the chain posted a step ahead, which the
     predictions use, where the entry has one — and so are its concurrent exchanges up to the
     largest of ``sizes`` (the bus the collectives' model prices by load,
-    :mod:`simulator.core.bus`), and the ring's shift and the partners' swap posted ahead,
+    :mod:`simulator.host.bus`), and the ring's shift and the partners' swap posted ahead,
     which it is solved from, and the ping-pong and the stream one way of those sizes (a lone
-    message, :mod:`simulator.core.pingpong`), and the shift whose messages are reduced as they
-    arrive (the reductions, :mod:`simulator.core.reduction`), and the receive-ready notice,
+    message, :mod:`simulator.host.pingpong`), and the shift whose messages are reduced as they
+    arrive (the reductions, :mod:`simulator.host.reduction`), and the receive-ready notice,
     where the entry has them; the predictions then
     use that entry.
     ``None``: the predictions use ``calibration`` as it is."""

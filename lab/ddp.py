@@ -4,7 +4,7 @@
   primitive: forward and backward of each ``Linear`` + ReLU alone, median of repeats, one
   thread), turned into a :class:`simulator.ddp.Workload`;
 * :func:`predict` — the simulated step on this machine's calibrated local cluster
-  (``Cluster.from_calibration``), with the host's cores shared by every rank's backward and
+  (``cluster_from_entry``), with the host's cores shared by every rank's backward and
   communication threads (:class:`simulator.ddp.CoreShare`);
 * :func:`measure_steps` — rank function: ``backends.ddp.DistributedDataParallel`` and
   ``torch.nn.parallel.DistributedDataParallel`` at each bucket cap, repeats interleaved
@@ -30,6 +30,7 @@ from simulator.core.calibration import CalibrationEntry
 from simulator.core.engine import Trace
 from simulator.core.hardware import Cluster
 from simulator.ddp import DDPPrediction, Interference, Layer, MiB, Workload, predict_step
+from simulator.host import cluster_from_entry
 
 DEFAULT_WIDTHS = (1024,) * 10
 """The benchmark's MLP: nine 1024×1024 ``Linear`` layers, 36 MiB of float32 parameters."""
@@ -184,7 +185,7 @@ def gloo_ring_cluster(entry: CalibrationEntry, world: int) -> Cluster:
     megabytes do not pay it per segment (24 MiB at 4 ranks measured alone 36–38 ms; the
     chain latency would predict 49–58 ms). Shared by :func:`predict` and
     :func:`lab.horovod.costs`."""
-    return Cluster.from_calibration(
+    return cluster_from_entry(
         replace(entry, latency_s=max(entry.latency_s, entry.bus_latency_s), chain_latency_s=[]),
         world_size=world)
 

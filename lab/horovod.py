@@ -55,6 +55,7 @@ from simulator.horovod import (
     predict_step,
 )
 from simulator.horovod.step import CACHE_CAPACITY
+from simulator.host import cluster_from_entry
 
 MiB = 2**20
 DEFAULT_WIDTHS = (1024,) * 7
@@ -183,7 +184,7 @@ def predict(entry: CalibrationEntry, primitives: Primitives, world: int,
             fusion_threshold_mb: float, cycle_time_ms: float) -> HorovodPrediction:
     """The simulated step on the calibrated local cluster, every rank's threads sharing
     ``entry.cores``, priced by :func:`costs`."""
-    cluster = Cluster.from_calibration(entry, world_size=world)
+    cluster = cluster_from_entry(entry, world_size=world)
     return predict_step(cluster, primitives.workload,
                         settings(fusion_threshold_mb, cycle_time_ms, world),
                         costs(entry, world, primitives), cores=float(entry.cores),
@@ -368,7 +369,7 @@ def costs(entry: CalibrationEntry, world: int, primitives: Primitives) -> Horovo
     from simulator.ddp import gloo_ring_all_reduce, waited_gloo_all_reduce
 
     def with_latency(latency_s: float) -> Cluster:
-        return Cluster.from_calibration(replace(entry, latency_s=latency_s,
+        return cluster_from_entry(replace(entry, latency_s=latency_s,
                                                 bus_latency_s=latency_s, chain_latency_s=[],
                                                 chain_ahead_latency_s=[]), world_size=world)
 
@@ -382,7 +383,7 @@ def costs(entry: CalibrationEntry, world: int, primitives: Primitives) -> Horovo
         wait = max(primitives.ring_step_s - WAIT_BYTES / entry.bandwidth_Bps, 0.0)
         small, program = with_latency(wait), waited_gloo_all_reduce
     else:
-        small, program = Cluster.from_calibration(entry, world_size=world), gloo_ring_all_reduce
+        small, program = cluster_from_entry(entry, world_size=world), gloo_ring_all_reduce
     return HorovodCosts.on(
         cluster, negotiation_bytes(tensors), small_cluster=small,
         small_busy_cluster=with_latency(max(primitives.busy_latency_s,
@@ -781,7 +782,7 @@ def run_simulate(args: Any) -> dict[str, Any]:
     cores = math.inf
     if args.cluster == "local":
         entry = find_entry(args.world)
-        cluster = Cluster.from_calibration(entry)
+        cluster = cluster_from_entry(entry)
         cores = float(entry.cores)
         workload = mlp_workload(widths, args.batch, cluster.devices[0].flops_per_s)
         small = (args.small_latency_us or 0.0) * 1e-6

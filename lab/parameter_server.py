@@ -21,7 +21,7 @@ Prediction needs two kinds of primitives, neither measured on a parameter-server
 
 :func:`predict` builds :class:`simulator.parameter_server.PSSpec` from a
 :class:`~backends.parameter_server.PSConfig` and these costs and simulates it on
-``Cluster.from_calibration`` with the machine's cores shared by all ``1 + S + W`` ranks
+``cluster_from_entry`` with the machine's cores shared by all ``1 + S + W`` ranks
 (:class:`~simulator.parameter_server.CpuPool`): on a 2-core laptop five ranks oversubscribe the
 cores, and the model says so instead of hiding it. Given a van link it runs on
 :func:`~simulator.parameter_server.van_cluster` and spends each message's measured CPU on those
@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from simulator.core.calibration import CalibrationEntry, find_entry
-from simulator.core.hardware import Cluster
+from simulator.host import cluster_from_entry
 from simulator.parameter_server import (
     ZERO_COST_LINK_BPS,
     PSCosts,
@@ -430,7 +430,7 @@ def predict(cfg: Any, entry: CalibrationEntry, costs: PSCosts,
     :func:`measure_van_link` at the run's world size) its messages take the van's measured
     times on the shared cores instead of the calibration's α, B and busy latency."""
     compute = profile_compute(cfg) if compute_s is None else compute_s
-    cluster = Cluster.from_calibration(entry, world_size=1 + cfg.servers + cfg.workers)
+    cluster = cluster_from_entry(entry, world_size=1 + cfg.servers + cfg.workers)
     if van is not None:
         cluster = van_cluster(cluster)
     return simulate(cluster, spec_for(cfg, costs, compute, entry.cores, van), trace=False)[0]

@@ -7,7 +7,7 @@ a mini-batch, the number of stages, micro-batches, schedule and checkpoint mode.
   (:func:`backends.pipeline.profiler.profile_layers`) at the micro-batch size;
 * :func:`predict` hands that profile to the simulated twin
   (:func:`simulator.pipeline.simulate.simulate_pipeline`) on this machine's calibrated
-  cluster (:meth:`simulator.core.hardware.Cluster.local`), with the host's CPU cores shared by
+  cluster (:func:`~simulator.host.local_host_cluster`), with the host's CPU cores shared by
   the stage processes (``cores``) — on a 2-core laptop, 3 or 4 stages computing at once get
   ``2/3`` or ``1/2`` of a core each;
 * :func:`measure` runs the real twin (:class:`backends.pipeline.runtime.Pipeline`) on real
@@ -32,6 +32,7 @@ from typing import Any
 
 from simulator.core.engine import Trace
 from simulator.core.hardware import Cluster
+from simulator.host import local_host_cluster
 from simulator.pipeline.balance import balance_by_time
 from simulator.pipeline.profile import LayerProfile
 from simulator.pipeline.simulate import PipelineResult, simulate_pipeline
@@ -334,7 +335,7 @@ def local_cluster(stages: int, calibration: str | Path | None = None,
     from simulator.core.network import Link, Topology
 
     try:
-        cluster = Cluster.local(stages, backend, calibration)
+        cluster = local_host_cluster(stages, backend, calibration)
         return cluster, f"calibrated cluster {cluster.name}"
     except CalibrationError:
         cpu = Device("cpu", 1e11, 1e10, math.inf)

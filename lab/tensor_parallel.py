@@ -13,7 +13,7 @@
   steps (:func:`measure_rank` with ``profile_copies``), because the host drifts from minute
   to minute;
 * **predict** (:func:`predict`) — the simulator replays those ops on every rank of this
-  machine's calibrated cluster (``Cluster.local``, its latency from the waiting primitive
+  machine's calibrated cluster (``local_host_cluster``, its latency from the waiting primitive
   :func:`ring_steps`, :func:`waiting_cluster`): compute on a
   :class:`~simulator.core.cores.CorePool` of the host's cores (ranks are processes that
   time-share them), the all-reduces as gloo runs them, each segment a wait of its own
@@ -49,6 +49,7 @@ from simulator.core.comm import SimComm, SimGen, run_spmd
 from simulator.core.cores import CorePool
 from simulator.core.hardware import Cluster
 from simulator.ddp import waited_gloo_all_reduce
+from simulator.host import cluster_from_entry
 from simulator.tensor_parallel import waited_gloo_all_gather
 
 Op = tuple[str, str, float]
@@ -523,7 +524,7 @@ def fragments(count: int = WAIT_COUNT) -> Any:
 
 def waiting_cluster(world: int, exchange_s: float, nbytes: int = WAIT_BYTES,
                     calibration: str | None = None) -> tuple[Cluster, str]:
-    """This machine's calibrated cluster (``Cluster.local``) with the latency of a message
+    """This machine's calibrated cluster (``local_host_cluster``) with the latency of a message
     taken from the waiting primitive: ``α = exchange_s − nbytes/B`` for a message alone and
     for one among others (the primitive's ring steps run on every rank at once).
 
@@ -546,7 +547,7 @@ def waiting_cluster(world: int, exchange_s: float, nbytes: int = WAIT_BYTES,
     alpha = max(exchange_s - nbytes / entry.bandwidth_Bps, 0.0)
     waited = replace(entry, latency_s=alpha, bus_latency_s=alpha if entry.bus_latency_s else 0,
                      chain_latency_s=[], chain_ahead_latency_s=[])  # every message pays α
-    cluster = Cluster.from_calibration(waited)
+    cluster = cluster_from_entry(waited)
     return cluster, (f"calibrated cluster {cluster.name}, α = {alpha * 1e6:.0f} µs (a ring "
                      f"step of {nbytes} B between computations; the calibration's median: "
                      f"{entry.latency_s * 1e6:.0f} µs)")

@@ -4,7 +4,7 @@
   the per-layer forward/backward profile of :func:`backends.pipeline.profiler.profile_layers`,
   summed per unit, and the optimizer's step over the unit's parameters (primitives only);
 * :func:`predict_step` — :func:`simulator.zero.simulate_zero_step` on this machine's calibrated
-  twin (``Cluster.local``), the ranks sharing its cores, the optimizer step timed with every
+  twin (``local_host_cluster``), the ranks sharing its cores, the optimizer step timed with every
   rank stepping at once (:func:`optimizer_step_together_s`, a primitive);
 * :func:`measure_stages` — the real :class:`~backends.zero.Zero` training steps on ``world``
   processes, median step time and the model-state bytes each rank holds;
@@ -31,7 +31,7 @@ from backends.pipeline.profiler import profile_layers
 from backends.zero import Zero
 from lab.models import mlp, parameter_count
 from simulator.core.calibration import find_entry
-from simulator.core.hardware import Cluster
+from simulator.host import cluster_from_entry
 from simulator.zero import UnitCost, model_state_bytes, simulate_zero_step
 
 
@@ -121,7 +121,7 @@ def predict_step(world: int, stage: int, units: list[UnitCost],
     the units in proportion to their size. ``None``: the one-process times on shared cores.
     """
     entry = find_entry(world, "gloo", path=calibration)
-    cluster = Cluster.from_calibration(entry, world)
+    cluster = cluster_from_entry(entry, world)
     if update_together_s is not None:
         total = sum(u.numel for u in units)
         per_rank = total if stage == 0 else -(-total // world)

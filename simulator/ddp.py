@@ -514,7 +514,7 @@ def predict_step(cluster: Cluster, workload: Workload,
     """Simulate one DDP step of ``workload`` on ``cluster``.
 
     Args:
-        cluster: the ranks and their network (``Cluster.local`` for this machine).
+        cluster: the ranks and their network (``local_host_cluster`` for this machine).
         workload: the model, with per-layer times on one free core.
         bucket_cap_bytes: the Reducer's cap, bytes.
         first_bucket_bytes: the first bucket's cap (``None``: the same as the cap, which is

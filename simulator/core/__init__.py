@@ -3,8 +3,9 @@
 Read in this order: :mod:`~simulator.core.network` (links, contention, topologies),
 :mod:`~simulator.core.hardware` (devices, clusters, presets), :mod:`~simulator.core.comm`
 (rank programs and ``run_spmd``), :mod:`~simulator.core.engine` (the trace),
-:mod:`~simulator.core.cores` (CPU cores shared by the ranks' computations),
-:mod:`~simulator.core.wakeup` (the calibration's chain of dependent exchanges, simulated).
+:mod:`~simulator.core.cores` (CPU cores shared by the ranks' computations). This machine's own
+cluster, solved from its calibration, is the host tier above it (:mod:`simulator.host`); the
+core imports nothing from there.
 """
 
 from simulator.core.calibration import CalibrationEntry, CalibrationError

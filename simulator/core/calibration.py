@@ -3,7 +3,7 @@
 ``distml-lab calibrate`` (in :mod:`lab.calibrate`) measures point-to-point latency α and
 bandwidth B (a ping-pong sweep, fitted), the local reduction rate (γ = 1/rate), the copy rate and
 the compute rate with the real backend, and stores one :class:`CalibrationEntry` per
-``(host, backend, world size)`` in a JSON file. :meth:`simulator.core.hardware.Cluster.local`
+``(host, backend, world size)`` in a JSON file. :func:`~simulator.host.local_host_cluster`
 builds the simulated twin of the machine from it. Only primitives are stored: no algorithm's
 prediction is ever fitted to that algorithm's own measurements. :func:`fit_alpha_beta` is the
 one α-β fit that both the calibration and the simulator's reading of it use
@@ -87,7 +87,7 @@ class CalibrationEntry:
             (:func:`lab.calibrate.shift_ahead`) — median time of one step at each of
             ``exchange_sizes``, s (empty: not measured). No send of these waits for its
             receiver's notice but the first of a call's: the collectives' model solves the
-            bus from them (:mod:`simulator.core.bus`).
+            bus from them (:mod:`simulator.host.bus`).
         swap_ahead_times_s: the same between partners (``r`` with ``r xor 1``), posted the
             same way (:func:`lab.calibrate.swap_ahead`): each connection carries both
             directions at once, as a swap's do and a ring's (of three or more ranks) do not;
@@ -98,13 +98,13 @@ class CalibrationEntry:
             (:func:`lab.calibrate.reduce_ahead`) — median time of one step at each of
             ``exchange_sizes``, s (empty: not measured). Against the shift it prices a
             reduction where the collectives run theirs, among messages in flight, on bytes
-            just received (:mod:`simulator.core.reduction`).
+            just received (:mod:`simulator.host.reduction`).
         stream_times_s: rank 0 sending ``n`` bytes to rank 1, one way, back to back
             (:func:`backends.collectives.point_to_point.stream`, OSU's bandwidth test) —
             median time of one message at each of ``exchange_sizes``, s (empty: not
             measured). Each send is queued, posted before its receiver's notice came: the
             collectives' model weighs a queued message alone on the bus by it
-            (:func:`simulator.core.pingpong.stream_weights`).
+            (:func:`simulator.host.pingpong.stream_weights`).
         created: ISO time of the measurement.
         torch_version: the PyTorch that measured it.
         network: what the ranks talked over: ``loopback`` (the host's own network, the

@@ -383,7 +383,7 @@ class Topology:
 
         ``port_by_load``: each port's rate by the bytes it carries at once (empty: ``port``'s
         bandwidth) — a lone message's rate by its size, solved from the ping-pong
-        (:func:`simulator.core.pingpong.port_rates`).
+        (:func:`simulator.host.pingpong.port_rates`).
         """
         port_link = replace(port, latency_s=0.0,
                             bandwidth_by_load=tuple((float(a), float(b)) for a, b in port_by_load))

@@ -365,7 +365,7 @@ def predict_step(cluster: Cluster, workload: Workload,
     """Simulate one Horovod step of ``workload`` on ``cluster``.
 
     Args:
-        cluster: the ranks and their network (``Cluster.from_calibration`` for this machine).
+        cluster: the ranks and their network (``cluster_from_entry`` for this machine).
         workload: the model, with per-layer times on one free core.
         settings: fusion threshold and cycle time.
         costs: the engine's costs (default :meth:`HorovodCosts.on` the cluster).

@@ -22,7 +22,8 @@ from simulator.collectives.all_reduce import (
     recursive_doubling_all_reduce_cost,
     ring_all_reduce_cost,
 )
-from simulator.core import Cluster, run_spmd
+from simulator.core import run_spmd
+from simulator.host import cluster_from_entry
 from tests.exercises.grading import call_or_fail
 
 pytestmark = pytest.mark.ch02
@@ -123,7 +124,7 @@ def float32_bytes(n, p):
 def test_simulated_local_cluster_agrees_with_your_crossover(p, request):
     crossover(p, 20e-6, 1 / 5e9, 1e-10)  # a stub fails here, before the calibration runs
     entry = request.getfixturevalue("calibration")
-    cluster = Cluster.from_calibration(entry, world_size=p)
+    cluster = cluster_from_entry(entry, world_size=p)
     topo = cluster.topology
     alpha, beta = topo.path_latency_s(0, 1), 1 / topo.path_bandwidth_Bps(0, 1)
     gamma = cluster.devices[0].gamma_s_per_B

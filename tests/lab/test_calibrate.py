@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lab.calibrate import calibrate, fit_alpha_beta
-from simulator.core import Cluster
 from simulator.core.calibration import load_calibration
+from simulator.host import local_host_cluster
 
 SIZES = [2**k for k in range(10, 27, 2)]
 
@@ -67,11 +67,11 @@ def test_quick_calibration_writes_an_entry_the_simulator_reads(tmp_path, monkeyp
     assert entry.ready_notice_s is not None and entry.ready_notice_s >= 0
     assert entry.post_overhead_s is not None and entry.post_overhead_s > 0
     assert entry.rank_sched == "batch"  # the launcher's default policy, recorded
-    local = Cluster.local(2, path=path)
+    local = local_host_cluster(2, path=path)
     assert local.topology.name == "shared_bus"
     assert local.topology.path_latency_s(0, 1) == pytest.approx(entry.latency_s)
     assert not local.receiver_driven_sends  # opt-in: the collectives' comparisons only
-    driven = Cluster.local(2, path=path, exchange_bus=True, receiver_driven=True)
+    driven = local_host_cluster(2, path=path, exchange_bus=True, receiver_driven=True)
     assert driven.receiver_driven_sends and driven.ready_notice_s == entry.ready_notice_s
     assert driven.post_overhead_s == entry.post_overhead_s and local.post_overhead_s == 0
     # the collectives' model returns a send once its socket buffer holds the rest; every

@@ -12,7 +12,7 @@ from simulator.core.calibration import (
     save_entry,
     this_host,
 )
-from simulator.core.hardware import Cluster
+from simulator.host import cluster_from_entry
 
 
 def test_sustained_comparison_measures_every_point_in_one_launch(tmp_path):
@@ -26,7 +26,7 @@ def test_sustained_comparison_measures_every_point_in_one_launch(tmp_path):
                                 chain_calibration=rounds)
     assert [(r.twin, r.world, r.bytes) for r in records] == [
         (name, 2, n) for name in names for n in sizes]
-    machine = Cluster.from_calibration(load_calibration(rounds)[f"{this_host()}/gloo/2"],
+    machine = cluster_from_entry(load_calibration(rounds)[f"{this_host()}/gloo/2"],
                                        exchange_bus=True, receiver_driven=True)
     for r in records:
         assert 0 < r.measured_p10_s <= r.measured_median_s <= r.measured_p90_s
@@ -96,7 +96,7 @@ def test_the_rounds_retime_the_exchanges_posted_ahead_too_where_the_entry_has_th
 
 
 def test_the_simulated_all_gathers_copy_their_input_first_as_the_real_ones_do():
-    c = Cluster.from_calibration(CalibrationEntry("h", "gloo", 4, 5e-5, 4e9, 1.2e10, 1.4e10,
+    c = cluster_from_entry(CalibrationEntry("h", "gloo", 4, 5e-5, 4e9, 1.2e10, 1.4e10,
                                                   1e11))
     for name in ("all_gather.ring", "all_gather.recursive_doubling", "all_gather.bruck"):
         spans = [s for s in get_twin(name).simulate(c, 2**20).trace if s.rank == 0]

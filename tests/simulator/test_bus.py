@@ -4,9 +4,9 @@ from dataclasses import replace
 
 import pytest
 
-from simulator.core import Cluster
-from simulator.core.bus import bus_rates, exchange_s, shift_ahead
 from simulator.core.calibration import CalibrationEntry
+from simulator.host import cluster_from_entry
+from simulator.host.bus import bus_rates, exchange_s, shift_ahead
 
 SIZES = [2**16, 2**18, 2**20, 2**22, 2**24]
 
@@ -26,7 +26,7 @@ def test_the_simulated_exchange_takes_the_measured_time_at_every_bandwidth_bound
     # cache-resident exchanges run fast, memory-bound ones at about half the rate
     times = [1.2e-4, 2.0e-4, 6.0e-4, 4.0e-3, 1.6e-2]
     cal = entry(world, times)
-    model = Cluster.from_calibration(cal, exchange_bus=True, receiver_driven=True)
+    model = cluster_from_entry(cal, exchange_bus=True, receiver_driven=True)
     bus = model.topology.link(("bus_in", "bus_out"))
     loads = [load for load, _ in bus.bandwidth_by_load]
     flows = 2 * (world // 2)
@@ -44,7 +44,7 @@ def test_the_bus_is_solved_from_the_shift_posted_ahead_where_it_was_measured(wor
     times = [1.2e-4, 2.0e-4, 6.0e-4, 4.0e-3, 1.6e-2]  # s, one exchange (one step) each
     plain = replace(entry(world, times), ready_notice_s=5e-5)  # a notice priced at 50 µs
     ahead = replace(plain, shift_ahead_times_s=times)  # the same times, round the ring
-    by_plain, by_ahead = (Cluster.from_calibration(c, exchange_bus=True, receiver_driven=True)
+    by_plain, by_ahead = (cluster_from_entry(c, exchange_bus=True, receiver_driven=True)
                           for c in (plain, ahead))
     rates = {}
     for name, model in (("plain", by_plain), ("ahead", by_ahead)):
@@ -65,7 +65,7 @@ def test_a_swap_slower_than_the_shift_prices_the_connection_and_leaves_the_ring_
     shift = [1.2e-4, 2.0e-4, 6.0e-4, 4.0e-3, 1.6e-2]  # s per step, round the ring of four
     swap = shift[:2] + [1.3 * t for t in shift[2:]]  # swapped: slower from 1 MiB up
     cal = replace(entry(4, shift), shift_ahead_times_s=shift, swap_ahead_times_s=swap)
-    model = Cluster.from_calibration(cal, exchange_bus=True, receiver_driven=True)
+    model = cluster_from_entry(cal, exchange_bus=True, receiver_driven=True)
     rates = dict(model.topology.link(connection_channel(0, 1)).bandwidth_by_load)
     assert set(rates) == {2 * n for n in SIZES}
     # every size the connection limits, it limits to the swap's measured time; the three
@@ -84,7 +84,7 @@ def test_a_swap_slower_than_the_shift_prices_the_connection_and_leaves_the_ring_
         if 4 * n in bus:
             assert exchange_s(model, n, ahead=True) == pytest.approx(measured, rel=0.03)
     # no swap measured (two ranks, or an older calibration): no connections at all
-    bare = Cluster.from_calibration(replace(cal, swap_ahead_times_s=[]), exchange_bus=True,
+    bare = cluster_from_entry(replace(cal, swap_ahead_times_s=[]), exchange_bus=True,
                                     receiver_driven=True)
     assert frozenset(connection_channel(0, 1)) not in bare.topology.links
 
@@ -93,7 +93,7 @@ def test_the_simulated_shift_posted_ahead_is_the_calibrations_program():
     from simulator.core.calibration import SHIFT_AHEAD_STEPS
     from simulator.core.comm import run_spmd
 
-    model = Cluster.from_calibration(entry(3, [1e-3] * 5), exchange_bus=True,
+    model = cluster_from_entry(entry(3, [1e-3] * 5), exchange_bus=True,
                                      receiver_driven=True)
     trace = run_spmd(model, shift_ahead, 2**16).trace
     sends = [s.name for s in trace if s.kind == "send"]
@@ -103,7 +103,7 @@ def test_the_simulated_shift_posted_ahead_is_the_calibrations_program():
 
 def test_an_exchange_that_is_all_waiting_fixes_no_rate():
     def build(table):
-        return Cluster.from_calibration(entry(2, [1e-3] * 5), exchange_bus=False,
+        return cluster_from_entry(entry(2, [1e-3] * 5), exchange_bus=False,
                                         receiver_driven=True)
 
     # 64 KiB in 10 µs is less than the cluster's own latency: no rate can explain it
@@ -112,7 +112,7 @@ def test_an_exchange_that_is_all_waiting_fixes_no_rate():
 
 def test_other_models_keep_one_bus_rate():
     cal = entry(2, [1.2e-4, 2.0e-4, 6.0e-4, 4.0e-3, 1.6e-2])
-    plain = Cluster.from_calibration(cal)  # every chapter but the collectives
+    plain = cluster_from_entry(cal)  # every chapter but the collectives
     assert plain.topology.link(("bus_in", "bus_out")).bandwidth_by_load == ()
 
 
@@ -121,7 +121,7 @@ def test_queued_sends_weigh_what_makes_the_plain_exchange_take_its_measured_time
     shift = [1.2e-4, 2.0e-4, 6.0e-4, 4.0e-3, 1.6e-2]  # s per step, posted ahead
     exchange = shift[:2] + [1.25 * t for t in shift[2:]]  # plain: slower from 1 MiB up
     cal = replace(entry(world, exchange), shift_ahead_times_s=shift)
-    model = Cluster.from_calibration(cal, exchange_bus=True, receiver_driven=True)
+    model = cluster_from_entry(cal, exchange_bus=True, receiver_driven=True)
     weights = dict(model.queued_weight_by_bytes)
     assert set(weights) == {float(n) for n in SIZES}
     assert all(weights[n] > 1.05 for n in SIZES[2:])  # every size that ran slower weighs
@@ -133,7 +133,7 @@ def test_queued_sends_weigh_what_makes_the_plain_exchange_take_its_measured_time
             assert exchange_s(model, n, ahead=True) == pytest.approx(ahead, rel=0.03)
     # a plain exchange no slower than the shift: nothing to weigh
     same = replace(cal, exchange_times_s=shift)
-    assert Cluster.from_calibration(same, exchange_bus=True,
+    assert cluster_from_entry(same, exchange_bus=True,
                                     receiver_driven=True).queued_weight_by_bytes == ()
     # eager sends (every other model) are never queued
-    assert Cluster.from_calibration(cal, exchange_bus=True).queued_weight_by_bytes == ()
+    assert cluster_from_entry(cal, exchange_bus=True).queued_weight_by_bytes == ()

@@ -134,7 +134,7 @@ def test_fast_path_equals_the_per_rank_simulation(topology, p, extra):
 
 @pytest.mark.parametrize(("p", "extra"), [(4, 0), (5, 12), (8, 4)])
 def test_fast_path_prices_reductions_as_the_devices_do(p, extra):
-    # reductions read from a table by size (simulator.core.reduction), chunks of two sizes
+    # reductions read from a table by size (simulator.host.reduction), chunks of two sizes
     table = ((2048.0, 3e-5), (8192.0, 5e-5))
     c = cluster(Topology.switch(p, FAIR))
     c = replace(c, devices=tuple(replace(d, reduce_s_by_bytes=table) for d in c.devices))

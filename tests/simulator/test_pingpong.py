@@ -4,9 +4,9 @@ from dataclasses import replace
 
 import pytest
 
-from simulator.core import Cluster
 from simulator.core.calibration import CalibrationEntry, fit_alpha_beta
-from simulator.core.pingpong import latency_bound, one_way_s
+from simulator.host import cluster_from_entry
+from simulator.host.pingpong import latency_bound, one_way_s
 
 SIZES = [2**k for k in range(10, 27, 2)]  # 1 KiB … 64 MiB
 
@@ -31,7 +31,7 @@ def entry(**changes) -> CalibrationEntry:
 
 
 def test_the_simulated_ping_pong_takes_the_measured_time_at_every_size():
-    model = Cluster.from_calibration(entry(), exchange_bus=True, receiver_driven=True)
+    model = cluster_from_entry(entry(), exchange_bus=True, receiver_driven=True)
     bound = latency_bound(SIZES, [measured(n) for n in SIZES], entry().bandwidth_Bps)
     assert any(bound) and not all(bound)
     for n, latency in zip(SIZES, bound, strict=True):
@@ -40,15 +40,15 @@ def test_the_simulated_ping_pong_takes_the_measured_time_at_every_size():
 
 
 def test_without_the_solve_the_posting_and_the_notice_come_on_top_of_the_fitted_alpha():
-    solved = Cluster.from_calibration(entry(), exchange_bus=True, receiver_driven=True)
-    fitted = Cluster.from_calibration(entry(p2p_sizes=[], p2p_times_s=[]), exchange_bus=True,
+    solved = cluster_from_entry(entry(), exchange_bus=True, receiver_driven=True)
+    fitted = cluster_from_entry(entry(p2p_sizes=[], p2p_times_s=[]), exchange_bus=True,
                                       receiver_driven=True)
     # no ping-pong to solve from: the fitted α and B, and the small ping-pong pays the
     # posting and the notice besides α — slower than it was measured
     assert one_way_s(fitted, 2**10) > 1.2 * measured(2**10)
     assert one_way_s(solved, 2**10) == pytest.approx(measured(2**10), rel=0.05)
     # every other model keeps the fit: the ports have no rate table
-    plain = Cluster.from_calibration(entry())
+    plain = cluster_from_entry(entry())
     assert not plain.topology.link((0, "bus_in")).bandwidth_by_load
 
 
@@ -67,13 +67,13 @@ def send_return(n: int) -> float:
 
 
 def test_a_queued_lone_message_is_weighed_so_that_the_simulated_stream_takes_its_time():
-    from simulator.core.pingpong import stream_s
+    from simulator.host.pingpong import stream_s
 
     streamed = entry(exchange_sizes=STREAM_SIZES,
                      exchange_times_s=[2 * measured(n) for n in STREAM_SIZES],
                      stream_times_s=[stream_measured(n) for n in STREAM_SIZES],
                      send_return_times_s=[send_return(n) for n in SIZES])
-    model = Cluster.from_calibration(streamed, exchange_bus=True, receiver_driven=True)
+    model = cluster_from_entry(streamed, exchange_bus=True, receiver_driven=True)
     weights = dict(model.lone_queued_weight_by_bytes)
     # a send returns with what it had left to go: 1 MiB at 60 % of its one-way time
     assert model.buffered_sends
@@ -95,5 +95,5 @@ def test_without_measured_send_returns_no_lone_message_is_weighed():
     unbuffered = entry(exchange_sizes=STREAM_SIZES,
                        exchange_times_s=[2 * measured(n) for n in STREAM_SIZES],
                        stream_times_s=[stream_measured(n) for n in STREAM_SIZES])
-    model = Cluster.from_calibration(unbuffered, exchange_bus=True, receiver_driven=True)
+    model = cluster_from_entry(unbuffered, exchange_bus=True, receiver_driven=True)
     assert not model.buffered_sends and model.lone_queued_weight_by_bytes == ()

@@ -7,11 +7,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from simulator.core import Cluster
 from simulator.core.calibration import SHIFT_AHEAD_STEPS, CalibrationEntry
 from simulator.core.comm import run_spmd
 from simulator.core.hardware import Device
-from simulator.core.reduction import monotone, reduce_ahead, reduce_ahead_s
+from simulator.host import cluster_from_entry
+from simulator.host.reduction import monotone, reduce_ahead, reduce_ahead_s
 
 SIZES = [2**16, 2**18, 2**20, 2**22, 2**24]
 SHIFT = [1.2e-4, 2.0e-4, 6.0e-4, 4.0e-3, 1.6e-2]  # s per step, posted ahead
@@ -56,7 +56,7 @@ def test_a_device_reads_its_reductions_from_the_table_where_it_has_one():
 
 
 def test_the_simulated_reducing_shift_is_the_calibrations_program():
-    model = Cluster.from_calibration(entry(3, [t * 1.3 for t in SHIFT]), exchange_bus=True,
+    model = cluster_from_entry(entry(3, [t * 1.3 for t in SHIFT]), exchange_bus=True,
                                      receiver_driven=True)
     trace = run_spmd(model, reduce_ahead, 2**16).trace
     for rank in range(3):
@@ -71,7 +71,7 @@ def test_the_simulated_reducing_shift_is_the_calibrations_program():
 def test_the_simulated_reducing_shift_takes_its_measured_time(world):
     # reductions among messages cost a fixed 40 µs and about four times γ·n besides
     reducing = [t + 4e-5 + 4 * n / 1.2e10 for n, t in zip(SIZES, SHIFT, strict=True)]
-    model = Cluster.from_calibration(entry(world, reducing), exchange_bus=True,
+    model = cluster_from_entry(entry(world, reducing), exchange_bus=True,
                                      receiver_driven=True)
     device = model.devices[0]
     assert [n for n, _ in device.reduce_s_by_bytes] == SIZES
@@ -86,8 +86,8 @@ def test_the_simulated_reducing_shift_takes_its_measured_time(world):
 
 def test_without_the_reducing_shift_reductions_are_gamma_n():
     cal = replace(entry(4, []), reduce_ahead_times_s=[])
-    model = Cluster.from_calibration(cal, exchange_bus=True, receiver_driven=True)
+    model = cluster_from_entry(cal, exchange_bus=True, receiver_driven=True)
     assert model.devices[0].reduce_s_by_bytes == ()
     # every other chapter's model prices reductions by γ alone, measured or not
-    plain = Cluster.from_calibration(entry(4, [2 * t for t in SHIFT]))
+    plain = cluster_from_entry(entry(4, [2 * t for t in SHIFT]))
     assert plain.devices[0].reduce_s_by_bytes == ()

@@ -18,6 +18,7 @@ from simulator.core.shaped import (
     parse_rate,
     shaped_topology,
 )
+from simulator.host import cluster_from_entry, shaped_host_cluster
 
 MiB = 2**20
 
@@ -53,7 +54,7 @@ def test_one_rate_for_all_or_one_per_rank():
 
 
 def test_shaped_cluster_prices_each_port_from_the_calibrated_efficiency():
-    cluster = Cluster.from_calibration(_entry(3, "shaped:100mbit,100mbit,10mbit"))
+    cluster = cluster_from_entry(_entry(3, "shaped:100mbit,100mbit,10mbit"))
     topo = cluster.topology
     assert topo.path_latency_s(0, 1) == pytest.approx(100e-6)
     assert topo.path_bandwidth_Bps(0, 1) == pytest.approx(11.9e6)
@@ -73,7 +74,7 @@ def test_messages_into_one_rank_share_its_down_port():
         else:
             yield from comm.send(0, nbytes)
 
-    cluster = Cluster.homogeneous("t", Cluster.from_calibration(
+    cluster = Cluster.homogeneous("t", cluster_from_entry(
         _entry(3, "shaped:100mbit")).devices[0], shaped_topology(ports))
     assert run_spmd(cluster, two_into_one, 10**6).makespan_s == pytest.approx(2.0)
 
@@ -86,7 +87,7 @@ def test_a_pair_carries_both_directions_at_once():
         yield incoming.wait()
         yield outgoing.wait()
 
-    device = Cluster.from_calibration(_entry(2, "shaped:100mbit")).devices[0]
+    device = cluster_from_entry(_entry(2, "shaped:100mbit")).devices[0]
     cluster = Cluster.homogeneous("t", device, shaped_topology([Link(0.0, 1e6)] * 2))
     assert run_spmd(cluster, exchange, 10**6).makespan_s == pytest.approx(1.0)
 
@@ -106,7 +107,7 @@ def test_messages_on_one_connection_cross_in_order():
                 yield from comm.recv(0, nbytes, tag=tag)
                 done[tag] = comm.now
 
-    device = Cluster.from_calibration(_entry(2, "shaped:100mbit")).devices[0]
+    device = cluster_from_entry(_entry(2, "shaped:100mbit")).devices[0]
     cluster = Cluster(  # sends wait for delivery, so the sender's works time them too
         "t", (device,) * 2, shaped_topology([Link(0.0, 1e6)] * 2))
     run_spmd(cluster, two_in_a_row, 10**6)
@@ -138,7 +139,7 @@ def _one_way(comm, nbytes):
 
 @pytest.mark.parametrize("world", [2, 3, 4])
 def test_a_port_that_sends_while_it_receives_carries_the_acknowledgements(world):
-    device = Cluster.from_calibration(_entry(world, "shaped:100mbit")).devices[0]
+    device = cluster_from_entry(_entry(world, "shaped:100mbit")).devices[0]
     cluster = Cluster.homogeneous("t", device, shaped_topology(
         [Link(0.0, 1e6, ack_fraction=0.05)] * world))
     assert run_spmd(cluster, _shift, 10**6).makespan_s == pytest.approx(1.05)  # B/(1+ε)
@@ -148,7 +149,7 @@ def test_a_port_that_sends_while_it_receives_carries_the_acknowledgements(world)
 def test_the_calibrated_shift_is_predicted_back():
     # a calibration whose shift ran at 5 % below the ping-pong rate on every port
     entry = _entry(3, "shaped:100mbit", bus=3 * 11.9e6 / 1.05)
-    shaped = Cluster.from_calibration(entry)
+    shaped = cluster_from_entry(entry)
     n = 4 * MiB
     assert run_spmd(shaped, _shift, n).makespan_s == pytest.approx(
         100e-6 + 1.05 * n / 11.9e6, rel=1e-6)
@@ -164,9 +165,9 @@ def test_shaped_cluster_reads_its_own_calibration_entry(tmp_path):
     save_entry(shaped, path)
     assert sorted(load_calibration(path)) == ["h/gloo/2", "h/gloo/2/shaped:100mbit"]
     assert find_entry(2, host="h", path=path) == loop  # the loopback entry is untouched
-    assert Cluster.shaped(2, "100mbit", host="h", path=path).name == "shaped-100mbitx2"
+    assert shaped_host_cluster(2, "100mbit", host="h", path=path).name == "shaped-100mbitx2"
     with pytest.raises(Exception, match="--network shaped --bandwidth 1gbit"):
-        Cluster.shaped(2, "1gbit", host="h", path=path)
+        shaped_host_cluster(2, "1gbit", host="h", path=path)
 
 
 def test_buffered_sends_let_the_root_feed_two_children_at_once():
@@ -175,7 +176,7 @@ def test_buffered_sends_let_the_root_feed_two_children_at_once():
     from lab.twins import get_twin
 
     entry = _entry(4, "shaped:100mbit")
-    shaped = Cluster.from_calibration(entry)
+    shaped = cluster_from_entry(entry)
     assert shaped.buffered_sends
     n = 4 * MiB
     t = 100e-6 + n / 11.9e6
@@ -195,7 +196,7 @@ def test_a_message_among_others_pays_the_busy_latency():
         else:
             yield from comm.recv(comm.rank - 1, nbytes)
 
-    device = Cluster.from_calibration(_entry(4, "shaped:100mbit")).devices[0]
+    device = cluster_from_entry(_entry(4, "shaped:100mbit")).devices[0]
     quiet = Cluster.homogeneous("t", device, shaped_topology(ports))
     busy = Cluster.homogeneous("t", device, shaped_topology(ports, busy_latency_s=2e-3))
     assert run_spmd(quiet, two_pairs, 0).makespan_s == pytest.approx(100e-6)
@@ -220,7 +221,7 @@ def test_a_send_returns_once_the_rest_fits_in_the_socket_buffer():
     # MPI's rendezvous) nor at once (S = None: all of it buffered)
     alpha, bw, n, s = 100e-6, 11.9e6, 4 * MiB, 2e6
     entry = _entry(3, "shaped:100mbit")
-    with_buffer = Cluster.from_calibration(replace(entry, send_buffer_bytes=s))
+    with_buffer = cluster_from_entry(replace(entry, send_buffer_bytes=s))
     assert with_buffer.send_buffer_bytes == s
     got = run_spmd(with_buffer, _root_feeds_two, n)
     assert got.returns[0][0] == pytest.approx(alpha + (n - s) / bw, rel=1e-9)
@@ -231,13 +232,13 @@ def test_a_send_returns_once_the_rest_fits_in_the_socket_buffer():
     # a message that fits returns at once
     assert run_spmd(with_buffer, _root_feeds_two, MiB).returns[0] == [0.0, 0.0]
 
-    unmeasured = Cluster.from_calibration(entry)  # S = None: unchanged, sends return at once
+    unmeasured = cluster_from_entry(entry)  # S = None: unchanged, sends return at once
     assert unmeasured.send_buffer_bytes is None
     got = run_spmd(unmeasured, _root_feeds_two, n)
     assert got.returns[0] == [0.0, 0.0]
     assert got.finish_s[1] == pytest.approx(alpha + 2 * n / bw, rel=1e-9)
 
-    empty = Cluster.from_calibration(replace(entry, send_buffer_bytes=0.0))
+    empty = cluster_from_entry(replace(entry, send_buffer_bytes=0.0))
     assert run_spmd(empty, _root_feeds_two, n).returns[0][0] == pytest.approx(
         alpha + n / bw, rel=1e-9)  # no buffer: a send returns on delivery
 
@@ -248,7 +249,7 @@ def test_binomial_broadcast_with_a_send_buffer_lies_between_its_bounds():
     entry = _entry(4, "shaped:100mbit")
     n = 4 * MiB
     twin = get_twin("broadcast.binomial")
-    times = [twin.simulate(Cluster.from_calibration(replace(entry, send_buffer_bytes=s)),
+    times = [twin.simulate(cluster_from_entry(replace(entry, send_buffer_bytes=s)),
                            n).makespan_s for s in (0.0, 2e6, None)]
     t = 100e-6 + n / 11.9e6
     assert times[0] == pytest.approx(2 * t, rel=1e-3)  # sends wait for delivery

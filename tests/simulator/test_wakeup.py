@@ -6,8 +6,9 @@ import pytest
 
 from simulator.core import Cluster
 from simulator.core.calibration import CHAIN_STEPS, CalibrationEntry
-from simulator.core.hardware import chain_latencies
-from simulator.core.wakeup import chain_means, chain_step_s
+from simulator.host import cluster_from_entry
+from simulator.host.cluster import chain_latencies
+from simulator.host.wakeup import chain_means, chain_step_s
 
 
 def entry(world: int = 4, ahead: bool = True) -> CalibrationEntry:
@@ -24,7 +25,7 @@ def entry(world: int = 4, ahead: bool = True) -> CalibrationEntry:
 
 
 def collectives_model(cal: CalibrationEntry) -> Cluster:
-    return Cluster.from_calibration(cal, exchange_bus=True, receiver_driven=True)
+    return cluster_from_entry(cal, exchange_bus=True, receiver_driven=True)
 
 
 @pytest.mark.parametrize("world", [2, 3, 4])
@@ -47,7 +48,7 @@ def test_messages_posted_together_no_longer_drift_apart():
     # α, then one, two and three others' latencies: the ranks whose message came first run
     # ahead, and a long chain among four came out at well under half the measured step
     cal = entry(4)
-    drifting = Cluster.from_calibration(cal, exchange_bus=True)  # the other chapters' model
+    drifting = cluster_from_entry(cal, exchange_bus=True)  # the other chapters' model
     drifting = replace(drifting, receiver_driven_sends=True,
                        post_overhead_s=cal.post_overhead_s or 0.0)
     measured = cal.chain_latency_s[2]

@@ -15,7 +15,7 @@ measures the bus at loads ``f·n`` (``f`` messages in flight). :func:`bus_rates`
 times into the bus's rate by load (:attr:`simulator.core.network.Link.bandwidth_by_load`):
 the rate at load ``f·n`` is what makes the simulated exchange, posted and timed as it was
 measured (:func:`pair_exchange`), take the measured time — the same self-consistency that
-:mod:`simulator.core.wakeup` gives the latency table.
+:mod:`simulator.host.wakeup` gives the latency table.
 
 Which exchange the rates are solved from matters where sends wait for the receiver's
 receive-ready notice (gloo's, :attr:`Cluster.receiver_driven_sends`). In the plain exchange
@@ -74,9 +74,9 @@ def pair_exchange(comm: SimComm, nbytes: int) -> SimGen:
 
 def shift_ahead(comm: SimComm, nbytes: int, steps: int = SHIFT_AHEAD_STEPS) -> SimGen:
     """The calibration's shift posted ahead, simulated (:func:`lab.calibrate.shift_ahead`):
-    the chain posted ahead among all ranks (:func:`simulator.core.wakeup.chain_ahead`) with
+    the chain posted ahead among all ranks (:func:`simulator.host.wakeup.chain_ahead`) with
     messages of ``nbytes`` and ``steps`` steps."""
-    from simulator.core.wakeup import chain_ahead
+    from simulator.host.wakeup import chain_ahead
 
     if comm.world_size >= 2:
         yield from chain_ahead(comm, comm.world_size, nbytes, steps)
@@ -86,7 +86,7 @@ def swap_ahead(comm: SimComm, nbytes: int, steps: int = SHIFT_AHEAD_STEPS) -> Si
     """The calibration's swap posted ahead, simulated (:func:`lab.calibrate.swap_ahead`):
     :func:`shift_ahead` with ``rank xor 1`` on both sides (a rank without a partner stays
     out)."""
-    from simulator.core.wakeup import posted_ahead
+    from simulator.host.wakeup import posted_ahead
 
     peer = comm.rank ^ 1
     if peer < comm.world_size:
@@ -228,7 +228,7 @@ def weights_by_size(build: Callable[[Sequence[tuple[float, float]]], Cluster],
     :data:`MAX_QUEUED_WEIGHT`, and kept only if the primitive's bytes fill
     :data:`MIN_BYTES_SHARE` of its measured time or more (as :func:`bus_rates` keeps a
     size). Empty when every size weighs 1 (:func:`queued_weights`,
-    :func:`simulator.core.pingpong.stream_weights`)."""
+    :func:`simulator.host.pingpong.stream_weights`)."""
     free = build(())
     points = [(n, t) for n, t in sorted(zip(sizes, times_s, strict=True)) if n > 0 and t > 0]
     table = {float(n): 1.0 for n, _ in points}

@@ -11,7 +11,7 @@ is not the measured one: on the lab's two-core VM it came out 13–25 % slow up 
 posting and the notice counted on top of an α that already held them) and 4–14 % fast at
 2–16 MiB (a straight line through 17 sizes bends at both ends).
 
-As :mod:`simulator.core.wakeup` does for the busy latencies and :mod:`simulator.core.bus` for
+As :mod:`simulator.host.wakeup` does for the busy latencies and :mod:`simulator.host.bus` for
 the bus, this module makes the model reproduce the primitive it is calibrated from:
 
 * :func:`idle_latency` — the α of a message that starts on an idle bus, solved so that the
@@ -38,7 +38,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from simulator.core.bus import weights_by_size
+from simulator.host.bus import weights_by_size
 
 if TYPE_CHECKING:
     from simulator.core.hardware import Cluster
@@ -96,7 +96,7 @@ def port_rates(build: Callable[[Sequence[tuple[float, float]]], Cluster], sizes:
     simulates the ping-pong of every size that is not latency-bound (:func:`latency_bound`) in
     its measured one-way time (``times_s``, s): each round solves ``t = fixed + n/rate`` for
     the rate, ``fixed`` being the simulated time less the bytes' share at the current rate
-    (as :func:`simulator.core.bus.bus_rates` does). Empty when every size is latency-bound."""
+    (as :func:`simulator.host.bus.bus_rates` does). Empty when every size is latency-bound."""
     points = [(n, t) for n, t, bound in zip(sizes, times_s,
                                            latency_bound(sizes, times_s, bandwidth_Bps),
                                            strict=True) if not bound and n > 0 and t > 0]
@@ -133,7 +133,7 @@ def stream_weights(build: Callable[[Sequence[tuple[float, float]]], Cluster],
     simulates the calibration's stream one way of ``n`` bytes a message in its measured time
     (``times_s``, s, one message).
 
-    Solved as the shared links' weights are (:func:`simulator.core.bus.weights_by_size`): a
+    Solved as the shared links' weights are (:func:`simulator.host.bus.weights_by_size`): a
     size that the cluster without weights already simulates in its measured time or less
     weighs 1 — a queued send is never priced faster than a direct one."""
     return weights_by_size(build, sizes, times_s, stream_s)

@@ -15,7 +15,7 @@ The calibration therefore times the reduction where the collectives run it — t
 ahead whose every received message is reduced before the next send
 (:func:`lab.calibrate.reduce_ahead`, ``CalibrationEntry.reduce_ahead_times_s``) beside the
 plain shift of the same bytes — and :func:`reduction_times` turns the pair into a reduction's
-time by size, solved, as the bus is (:mod:`simulator.core.bus`), so that the simulated
+time by size, solved, as the bus is (:mod:`simulator.host.bus`), so that the simulated
 primitive (:func:`reduce_ahead`) takes its measured time. The collectives' model prices every
 reduction by that table (``Device.reduce_s_by_bytes``); no collective is measured to make it.
 """
@@ -25,8 +25,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from simulator.core.bus import CALLS
 from simulator.core.calibration import SHIFT_AHEAD_STEPS
+from simulator.host.bus import CALLS
 
 if TYPE_CHECKING:
     from simulator.core.comm import SimComm, SimGen
@@ -38,9 +38,9 @@ ROUNDS = 3
 
 def reduce_ahead(comm: SimComm, nbytes: int, steps: int = SHIFT_AHEAD_STEPS) -> SimGen:
     """The calibration's reducing shift, simulated (:func:`lab.calibrate.reduce_ahead`): the
-    shift posted ahead among all ranks (:func:`simulator.core.bus.shift_ahead`), each
+    shift posted ahead among all ranks (:func:`simulator.host.bus.shift_ahead`), each
     received message reduced before the rank's next send."""
-    from simulator.core.wakeup import chain_ahead
+    from simulator.host.wakeup import chain_ahead
 
     if comm.world_size >= 2:
         yield from chain_ahead(comm, comm.world_size, nbytes, steps, reduced=True)
