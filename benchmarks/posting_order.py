@@ -13,7 +13,7 @@ runs the exchange back to back for ~20 ms and takes the time per call, the slowe
   ``SCHED_BATCH``);
 * ``recv_first`` — ``irecv``, then ``isend``, then wait for both: the step the lab's
   collectives post (:meth:`backends.collectives.comm.Comm.sendrecv`, called here), and the
-  calibration's exchange now (:func:`lab.calibrate.pair_exchange`).
+  calibration's exchange now (:func:`backends.primitives.pair_exchange`).
 
 Gloo moves a send's bytes only once the receiver's "receive ready" notice has arrived
 (``gloo/transport/tcp/pair.cc``). A send posted before that notice is queued and gloo's I/O

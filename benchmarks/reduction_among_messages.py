@@ -6,10 +6,10 @@ messages"; :mod:`simulator.host.reduction`).
 At two and four ranks (one launch each), every way and size interleaved in the same rounds
 (:func:`backends.measure.measure_many`, each repeat running back to back for
 :data:`~simulator.core.calibration.SUSTAINED_REPEAT_S`): the calibration's shift posted ahead
-(:func:`lab.calibrate.shift_ahead`, :data:`STEPS` steps a call, 16 KiB … 1 MiB a message), and
+(:func:`backends.primitives.shift_ahead`, :data:`STEPS` steps a call, 16 KiB … 1 MiB a message), and
 the same shift with a piece of work between each receive's end and the next send:
 
-* ``reduce_received`` — the calibration's reducing shift (:func:`lab.calibrate.reduce_ahead`):
+* ``reduce_received`` — the calibration's reducing shift (:func:`backends.primitives.reduce_ahead`):
   the received float32 message added into an accumulator;
 * ``reduce_apart`` — ``a.add_(b)`` of as many bytes on two buffers of the rank's own;
 * ``fill`` — ``a.fill_(1)`` of as many bytes: memory written, nothing read;
@@ -97,7 +97,7 @@ def ways(sizes: list[int], repeats: int, spins: dict[int, int]) -> list[dict[str
     import torch.distributed as dist
 
     from backends.measure import measure_many
-    from lab.calibrate import reduce_ahead, shift_ahead
+    from backends.primitives import reduce_ahead, shift_ahead
     from simulator.core.calibration import SUSTAINED_REPEAT_S
 
     tiny, tinier = torch.zeros(16), torch.ones(16)

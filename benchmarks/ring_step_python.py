@@ -15,7 +15,7 @@ a ring's shift, 16 KiB … 1 MiB a message — time per step:
   view and its next receive's view before posting them, so a view stands between a receive's
   end and the next send;
 * ``views_made_before`` — every view cut before the call is timed: the floor, no view at all;
-* ``shift_ahead`` — the calibration's primitive (:func:`lab.calibrate.shift_ahead`) with as
+* ``shift_ahead`` — the calibration's primitive (:func:`backends.primitives.shift_ahead`) with as
   many steps, the one the collectives' model prices a ring step by;
 * ``reduce_scatter`` — :func:`~backends.collectives.reduce_scatter.ring_reduce_scatter_chunks`
   of the same chunks (float32): the same messages, each step's receive reduced into the chunk
@@ -26,7 +26,7 @@ a ring's shift, 16 KiB … 1 MiB a message — time per step:
   per step of its ``2(p − 1)``;
 * ``reduce`` — one message's reduction, ``acc.add_(incoming)`` into a chunk of a buffer of the
   all-reduce's size, every rank at once (not a step: the CPU a reduce-scatter step adds);
-* ``reduce_ahead`` — the calibration's reducing shift (:func:`lab.calibrate.reduce_ahead`)
+* ``reduce_ahead`` — the calibration's reducing shift (:func:`backends.primitives.reduce_ahead`)
   with as many steps: the shift whose every received message is reduced before the next
   send, the primitive the model prices a reduction by (:mod:`simulator.host.reduction`).
 
@@ -123,7 +123,7 @@ def ring_steps(sizes: list[int], repeats: int) -> list[dict[str, Any]]:
     from backends.collectives.all_gather import ring_all_gather_chunks
     from backends.collectives.all_reduce import ring_all_reduce
     from backends.measure import measure_many
-    from lab.calibrate import reduce_ahead, shift_ahead
+    from backends.primitives import reduce_ahead, shift_ahead
     from simulator.collectives.chunks import chunk_bounds
     from simulator.core.calibration import SUSTAINED_REPEAT_S
 

@@ -200,31 +200,31 @@ def measure_sustained(points: Sequence[tuple[str, int]], repeats: int,
     (:mod:`lab.calibrate`'s chain of dependent exchanges, timed the same way) predicts.
 
     ``chain``: also time one step of the chain of dependent exchanges among ``k = 2 … p``
-    ranks (:func:`lab.calibrate.chain_step`), the same way and in the same rounds, once after
+    ranks (:func:`backends.primitives.chain_step`), the same way and in the same rounds, once after
     each twin's points (so spread over the round); its rows follow the points'
     (``{"chain_k": k, "median_s": …}``, statistics over the samples of all its copies). How
     often a woken rank waits a tick comes and goes in spells of a fraction of a second to
     minutes on this host: a primitive measured in the same rounds sees the same spells as
     the algorithms. ``ahead``: the chain is the one posted a step ahead, as the collectives
-    post theirs (:func:`lab.calibrate.chain_ahead`, a whole chain per call; its rows still
+    post theirs (:func:`backends.primitives.chain_ahead`, a whole chain per call; its rows still
     give one step).
 
     ``exchange_sizes``: also time the calibration's concurrent exchange of each size
-    (:func:`lab.calibrate.pair_exchange`, bytes per message) the same way, beside the chain;
+    (:func:`backends.primitives.pair_exchange`, bytes per message) the same way, beside the chain;
     its rows follow the chain's (``{"exchange_bytes": n, "median_s": …}``). The host's copy
     rate drifts too (the same 8 MiB exchange by a tenth or more between one minute and the
     next): the bus the predictions use is then the one of these rounds. ``shifts_ahead``:
     the ring's shift of the same sizes posted ahead is timed too
-    (:func:`lab.calibrate.shift_ahead`, a few steps per call), after them
+    (:func:`backends.primitives.shift_ahead`, a few steps per call), after them
     (``{"shift_ahead_bytes": n, "median_s": …}``, one step); ``swaps_ahead``: and so is the
-    swap between partners posted ahead (:func:`lab.calibrate.swap_ahead`,
+    swap between partners posted ahead (:func:`backends.primitives.swap_ahead`,
     ``{"swap_ahead_bytes": n, …}``). ``streams``: and so are the lone message's primitives,
     the ping-pong and the stream one way of the same sizes
     (``{"p2p_bytes": n, "send_return_s": …, …}``, one way and rank 0's send returns;
     ``{"stream_bytes": n, …}``, one message). ``reduces_ahead``: and so is the shift whose
-    received messages are reduced as they arrive (:func:`lab.calibrate.reduce_ahead`,
+    received messages are reduced as they arrive (:func:`backends.primitives.reduce_ahead`,
     ``{"reduce_ahead_bytes": n, …}``, one step), which prices the reductions. ``notice``:
-    and so is the receive-ready notice (:func:`lab.calibrate.ready_notice_step`, its samples
+    and so is the receive-ready notice (:func:`backends.primitives.ready_notice_step`, its samples
     taken as the calibration takes them; a row ``{"ready_notice_s": …}``): measured once,
     minutes earlier, in a slow spell of the host it once came out at 418 µs where it is
     usually a few, and priced every phase's first send of every prediction at that.
@@ -236,10 +236,7 @@ def measure_sustained(points: Sequence[tuple[str, int]], repeats: int,
 
     from backends.collectives.point_to_point import ping_pong, stream
     from backends.measure import measure, measure_many
-    from lab.calibrate import (
-        CHAIN_BYTES,
-        CHAIN_STEPS,
-        SHIFT_AHEAD_STEPS,
+    from backends.primitives import (
         chain_ahead,
         chain_step,
         pair_exchange,
@@ -248,6 +245,7 @@ def measure_sustained(points: Sequence[tuple[str, int]], repeats: int,
         shift_ahead,
         swap_ahead,
     )
+    from simulator.core.calibration import CHAIN_BYTES, CHAIN_STEPS, SHIFT_AHEAD_STEPS
 
     twins = {name: get_twin(name) for name, _ in points}
     for twin in twins.values():

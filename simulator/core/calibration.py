@@ -36,10 +36,10 @@ CHAIN_STEPS = 50
 """Dependent steps timed back to back in one repeat of the chain: the step time is their
 mean, which takes in the occasional wait for a time slice as often as it happens."""
 SHIFT_AHEAD_STEPS = 4
-"""Steps in one call of the calibration's shift posted ahead (:func:`lab.calibrate.shift_ahead`):
-each receive after the first is posted a step early, as a ring posts its steps; a call of a few
-steps, like a collective's, so that its first receive, posted only as the call starts, counts
-as often as it does in a collective."""
+"""Steps in one call of the calibration's shift posted ahead
+(:func:`backends.primitives.shift_ahead`): each receive after the first is posted a step early,
+as a ring posts its steps; a call of a few steps, like a collective's, so that its first
+receive, posted only as the call starts, counts as often as it does in a collective."""
 
 SUSTAINED_REPEAT_S = 0.02
 """How long one timed repeat runs its operation back to back, s, wherever timing must match the
@@ -84,18 +84,18 @@ class CalibrationEntry:
         shift_ahead_times_s: the ring's shift posted as the collectives post their steps —
             every rank sends ``n`` bytes right while it receives from the left, its receive of
             the next step posted before it waits for the current one
-            (:func:`lab.calibrate.shift_ahead`) — median time of one step at each of
+            (:func:`backends.primitives.shift_ahead`) — median time of one step at each of
             ``exchange_sizes``, s (empty: not measured). No send of these waits for its
             receiver's notice but the first of a call's: the collectives' model solves the
             bus from them (:mod:`simulator.host.bus`).
         swap_ahead_times_s: the same between partners (``r`` with ``r xor 1``), posted the
-            same way (:func:`lab.calibrate.swap_ahead`): each connection carries both
+            same way (:func:`backends.primitives.swap_ahead`): each connection carries both
             directions at once, as a swap's do and a ring's (of three or more ranks) do not;
             median time of one step at each of ``exchange_sizes``, s (empty: not measured;
             never at two ranks, where the shift is this swap).
         reduce_ahead_times_s: the shift posted ahead whose every received message is
             reduced (``acc += row``, float32) before the rank's next send
-            (:func:`lab.calibrate.reduce_ahead`) — median time of one step at each of
+            (:func:`backends.primitives.reduce_ahead`) — median time of one step at each of
             ``exchange_sizes``, s (empty: not measured). Against the shift it prices a
             reduction where the collectives run theirs, among messages in flight, on bytes
             just received (:mod:`simulator.host.reduction`).
@@ -119,7 +119,7 @@ class CalibrationEntry:
         chain_ahead_latency_s: the same chain posted as the collectives post their steps —
             each rank's receive of the next step posted before it waits for the current one —
             one step for ``k = 2, …, world_size``, s (empty: not measured;
-            :func:`lab.calibrate.chain_ahead`).
+            :func:`backends.primitives.chain_ahead`).
         send_buffer_bytes: on a shaped network, the bytes of a large message still unsent
             when a blocking send returns — the socket send buffer's payload capacity
             (``None``: not measured; :mod:`lab.calibrate`).

@@ -9,7 +9,7 @@ bytes at about 12 GB/s in all (their waits aside), two 8 MiB ones at 4.6 GB/s (c
 "What the formulas miss"). A single rate fitted to large exchanges prices the mid-size steps
 of every collective at the speed of memory.
 
-The calibration's *concurrent exchange* (:func:`lab.calibrate.pair_exchange`: rank ``r`` swaps
+The calibration's *concurrent exchange* (:func:`backends.primitives.pair_exchange`: rank ``r`` swaps
 ``n`` bytes with ``r xor 1``, every pair at once, receive posted first, timed back to back)
 measures the bus at loads ``f·n`` (``f`` messages in flight). :func:`bus_rates` turns those
 times into the bus's rate by load (:attr:`simulator.core.network.Link.bandwidth_by_load`):
@@ -73,7 +73,7 @@ def pair_exchange(comm: SimComm, nbytes: int) -> SimGen:
 
 
 def shift_ahead(comm: SimComm, nbytes: int, steps: int = SHIFT_AHEAD_STEPS) -> SimGen:
-    """The calibration's shift posted ahead, simulated (:func:`lab.calibrate.shift_ahead`):
+    """The calibration's shift posted ahead, simulated (:func:`backends.primitives.shift_ahead`):
     the chain posted ahead among all ranks (:func:`simulator.host.wakeup.chain_ahead`) with
     messages of ``nbytes`` and ``steps`` steps."""
     from simulator.host.wakeup import chain_ahead
@@ -83,7 +83,7 @@ def shift_ahead(comm: SimComm, nbytes: int, steps: int = SHIFT_AHEAD_STEPS) -> S
 
 
 def swap_ahead(comm: SimComm, nbytes: int, steps: int = SHIFT_AHEAD_STEPS) -> SimGen:
-    """The calibration's swap posted ahead, simulated (:func:`lab.calibrate.swap_ahead`):
+    """The calibration's swap posted ahead, simulated (:func:`backends.primitives.swap_ahead`):
     :func:`shift_ahead` with ``rank xor 1`` on both sides (a rank without a partner stays
     out)."""
     from simulator.host.wakeup import posted_ahead

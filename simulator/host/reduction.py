@@ -13,7 +13,7 @@ what it costs is mostly the memory the messages' copies also use, not the cores'
 
 The calibration therefore times the reduction where the collectives run it — the shift posted
 ahead whose every received message is reduced before the next send
-(:func:`lab.calibrate.reduce_ahead`, ``CalibrationEntry.reduce_ahead_times_s``) beside the
+(:func:`backends.primitives.reduce_ahead`, ``CalibrationEntry.reduce_ahead_times_s``) beside the
 plain shift of the same bytes — and :func:`reduction_times` turns the pair into a reduction's
 time by size, solved, as the bus is (:mod:`simulator.host.bus`), so that the simulated
 primitive (:func:`reduce_ahead`) takes its measured time. The collectives' model prices every
@@ -37,7 +37,7 @@ ROUNDS = 3
 
 
 def reduce_ahead(comm: SimComm, nbytes: int, steps: int = SHIFT_AHEAD_STEPS) -> SimGen:
-    """The calibration's reducing shift, simulated (:func:`lab.calibrate.reduce_ahead`): the
+    """The calibration's reducing shift, simulated (:func:`backends.primitives.reduce_ahead`): the
     shift posted ahead among all ranks (:func:`simulator.host.bus.shift_ahead`), each
     received message reduced before the rank's next send."""
     from simulator.host.wakeup import chain_ahead

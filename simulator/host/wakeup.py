@@ -10,7 +10,7 @@ by the calibration's *chain of dependent exchanges*: ``k`` ranks pass a small me
 ring, each step waiting for the last, timed as the mean step of a
 long chain (:mod:`lab.calibrate`). The collectives' model reads the chain posted the way the
 collectives post their steps — each rank's next receive posted before it waits for the current
-one (:func:`lab.calibrate.chain_ahead`, simulated by :func:`chain_ahead`).
+one (:func:`backends.primitives.chain_ahead`, simulated by :func:`chain_ahead`).
 
 A simulated step costs its latency *plus* a little more (the message's bytes, the posting
 overhead), so the table is scaled until the simulated chain takes exactly the measured time per
@@ -36,7 +36,7 @@ ROUNDS = 3
 def chain_ahead(comm: SimComm, k: int, nbytes: int = CHAIN_BYTES,
                 steps: int = CHAIN_STEPS, reduced: bool = False) -> SimGen:
     """The calibration's chain among ranks ``0 … k−1`` posted a step ahead (the simulated
-    :func:`lab.calibrate.chain_ahead`): send right, post the next receive from the left, then
+    :func:`backends.primitives.chain_ahead`): send right, post the next receive from the left, then
     wait for the current receive (``reduced``: and reduce what it brought) and the send."""
     if comm.rank < k:
         yield from posted_ahead(comm, (comm.rank - 1) % k, (comm.rank + 1) % k, nbytes, steps,
@@ -66,7 +66,7 @@ def posted_ahead(comm: SimComm, left: int, right: int, nbytes: int, steps: int,
 def chain_plain(comm: SimComm, k: int, nbytes: int = CHAIN_BYTES,
                 steps: int = CHAIN_STEPS) -> SimGen:
     """The calibration's plain chain among ranks ``0 … k−1`` (the simulated
-    :func:`lab.calibrate.chain_step`, ``steps`` times): post the receive from the left, send
+    :func:`backends.primitives.chain_step`, ``steps`` times): post the receive from the left, send
     right, wait for both."""
     if comm.rank >= k:
         return

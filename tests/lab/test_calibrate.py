@@ -90,7 +90,7 @@ def _notice_samples(n):
     """Rank function: ``n`` samples of each half of the notice primitive (rank 0's lists)."""
     import torch
 
-    from lab.calibrate import ready_notice_step
+    from backends.primitives import ready_notice_step
 
     buf, stamps = torch.zeros(4096, dtype=torch.uint8), torch.zeros(2, dtype=torch.float64)
     early, late = [], []

@@ -258,7 +258,7 @@ def test_binomial_broadcast_with_a_send_buffer_lies_between_its_bounds():
 
 
 def test_send_buffer_from_the_send_return_primitive():
-    from lab.calibrate import send_buffer_bytes, send_buffer_probe_bytes
+    from backends.primitives import send_buffer_bytes, send_buffer_probe_bytes
 
     assert send_buffer_bytes(8 * MiB, 0.5, 11.9e6) == pytest.approx(8 * MiB - 5.95e6)
     assert send_buffer_bytes(8 * MiB, 1.0, 11.9e6) == 0.0  # returned on delivery
