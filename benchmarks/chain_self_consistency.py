@@ -8,7 +8,7 @@ The calibration's *chain of dependent exchanges* is timed as the mean of
 ways: plainly (:func:`backends.primitives.chain_step`) and a step ahead, as the collectives post
 their steps (:func:`backends.primitives.chain_ahead`). The collectives' loopback model
 (:func:`~simulator.host.cluster_from_entry` with ``exchange_bus`` and ``receiver_driven``, what
-``lab.compare.predict`` uses) prices the latency of a message that starts while ``k − 1`` others
+``lab.predict.predict`` uses) prices the latency of a message that starts while ``k − 1`` others
 are in flight by the chain posted ahead, scaled so that the simulated chain takes the measured time
 per step (:func:`simulator.host.wakeup.chain_means`). This simulates, per calibrated world and
 ``k``, the same chain as it was measured — ``--steps`` steps back to back — and prints the measured

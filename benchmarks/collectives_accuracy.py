@@ -41,12 +41,8 @@ import tempfile
 from pathlib import Path
 
 from lab.calibrate import calibrate
-from lab.compare import (
-    compare,
-    compare_sustained,
-    median_abs_error,
-    records_as_dicts,
-)
+from lab.compare import compare, compare_sustained
+from lab.records import median_abs_error, records_as_dicts
 from lab.twins import get_twin
 
 from _output import add_out, save_copy, write_csv, write_json

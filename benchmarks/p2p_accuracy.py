@@ -18,7 +18,8 @@ import tempfile
 from pathlib import Path
 
 from lab.calibrate import calibrate
-from lab.compare import compare, median_abs_error, records_as_dicts
+from lab.compare import compare
+from lab.records import median_abs_error, records_as_dicts
 from lab.twins import get_twin
 
 from _output import add_out, write_csv, write_json

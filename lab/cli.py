@@ -223,7 +223,7 @@ def _among_messages(entry: CalibrationEntry) -> str:
 
 def cmd_simulate(args: argparse.Namespace) -> None:
     """``distml-lab simulate``."""
-    from lab.compare import predict
+    from lab.predict import predict
     from simulator.core.hardware import PRESETS
 
     twin, worlds, sizes = _sweep(args)
@@ -259,15 +259,9 @@ def cmd_run(args: argparse.Namespace) -> None:
 
 def cmd_compare(args: argparse.Namespace) -> None:
     """``distml-lab compare``."""
-    from lab.compare import (
-        compare,
-        ensure_calibrated,
-        median_abs_error,
-        records_as_dicts,
-        write_csv,
-        write_json,
-    )
+    from lab.compare import compare, ensure_calibrated
     from lab.outputs import check_new_files
+    from lab.records import median_abs_error, records_as_dicts, write_csv, write_json
     from simulator.core.calibration import check_writable
 
     twin, worlds, sizes = _sweep(args, real=True)

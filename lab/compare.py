@@ -8,134 +8,26 @@ For each (world size, message size) point:
 * **measured_median_s / p10 / p90** — the real twin on real processes
   (:func:`backends.measure.measure`), barrier-aligned repeats;
 * **rel_error** — (predicted − measured median) / measured median.
+
+The prediction is :mod:`lab.predict`'s, the records and their files :mod:`lab.records`'; this
+module runs the real twins, pairs each measurement with its prediction, and calibrates on
+first use.
 """
 
 from __future__ import annotations
 
-import csv
-import functools
-import io
-import json
 import math
 import statistics
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from lab.predict import check_world, predict
+from lab.records import Record
 from lab.twins import Twin, get_twin
-from simulator.core.atomic import write_atomic
 from simulator.core.calibration import SUSTAINED_REPEAT_S, CalibrationError, find_entry
 from simulator.core.engine import Trace
-from simulator.core.hardware import Cluster, preset
-from simulator.host import local_host_cluster, shaped_host_cluster
-
-
-@dataclass(frozen=True)
-class Record:
-    """One point of a comparison (times in s, sizes in bytes)."""
-
-    twin: str
-    world: int
-    bytes: int
-    predicted_s: float
-    measured_median_s: float
-    measured_p10_s: float
-    measured_p90_s: float
-    rel_error: float
-    closed_form_s: float | None = None
-    cluster: str = "local"
-    count: int = 0
-    dtype: str = "uint8"
-    redop: str = "none"
-    root: int = 0
-    algbw_GBps: float = 0.0
-    busbw_GBps: float = 0.0
-    builtin_median_s: float | None = None
-    builtin_busbw_GBps: float | None = None
-    calls: int = 1
-
-
-def closed_form(twin: Twin, cluster: Cluster, nbytes: int) -> float | None:
-    """The twin's formula with the cluster's rank 0 → 1 path α and β and rank 0's γ
-    (None if it has none)."""
-    if twin.closed_form is None or cluster.world_size < 2:
-        return None
-    topo = cluster.topology
-    alpha = topo.path_latency_s(0, 1)
-    beta = 1.0 / topo.path_bandwidth_Bps(0, 1)
-    return twin.closed_form(cluster.world_size, nbytes, alpha, beta,
-                            cluster.devices[0].gamma_s_per_B)
-
-
-def local_cluster(world: int, backend: str = "gloo", calibration: str | Path | None = None
-                  ) -> Cluster:
-    """The collectives' model of this machine on loopback
-    (:func:`~simulator.host.local_host_cluster`): the bus fitted to bandwidth-bound exchanges,
-    gloo's receiver-driven sends with the calibrated notice and posting overhead. What
-    :func:`predict` and the report's timelines use.
-
-    Solving the bus takes seconds (:mod:`simulator.host.bus`), so the model is kept for as
-    long as its calibration file is unchanged (one solve per world for a whole sweep)."""
-    from simulator.core.calibration import default_calibration_path
-
-    path = Path(calibration) if calibration is not None else default_calibration_path()
-    try:
-        stamp = path.stat().st_mtime_ns
-    except OSError:  # no file: local_host_cluster says so
-        return local_host_cluster(world, backend, calibration, exchange_bus=True,
-                             receiver_driven=True)
-    return _solved_local(world, backend, str(path.resolve()), stamp)
-
-
-@functools.lru_cache(maxsize=16)
-def _solved_local(world: int, backend: str, path: str, stamp: int) -> Cluster:
-    """:func:`local_cluster` of the calibration file ``path`` as of ``stamp`` (its mtime)."""
-    return local_host_cluster(world, backend, path, exchange_bus=True, receiver_driven=True)
-
-
-def predict(twin: Twin, world: int, sizes: Sequence[int], cluster: str = "local",
-            calibration: str | Path | None = None, backend: str = "gloo",
-            network: str = "loopback", bandwidth: str | Sequence[str | int] | None = None,
-            calls: Sequence[int] | None = None) -> list[dict[str, Any]]:
-    """Simulated time (and closed form) of each size at one world size.
-
-    ``network="shaped"`` (with ``cluster="local"``) predicts for this machine's ranks on the
-    shaped network of ``bandwidth``: :func:`~simulator.host.shaped_host_cluster`, from that
-    network's calibration.
-    On loopback the ranks' sends are gloo's, receiver-driven
-    (:attr:`Cluster.receiver_driven_sends`).
-
-    ``calls`` (one per size): predict the time per call of that many calls run back to back
-    on every rank, as :func:`measure_sustained` times them (``None``: one call).
-    """
-    _check_world(twin, world)
-    if network == "shaped" and cluster == "local":
-        machine = shaped_host_cluster(world, bandwidth or "1gbit", backend, calibration)
-        cluster = machine.name
-    elif cluster == "local":
-        machine = local_cluster(world, backend, calibration)
-    else:
-        machine = preset(cluster, world)
-    if calls is not None and len(calls) != len(sizes):
-        raise ValueError(f"{len(calls)} call counts for {len(sizes)} sizes")
-    rows = []
-    for i, nbytes in enumerate(sizes):
-        k = 1 if calls is None else calls[i]
-        result = twin.simulate(machine, nbytes, calls=k)
-        rows.append({"twin": twin.name, "world": world, "bytes": nbytes,
-                     "predicted_s": result.makespan_s / k, "calls": k,
-                     "closed_form_s": closed_form(twin, machine, nbytes),
-                     "cluster": cluster})
-    return rows
-
-
-def _check_world(twin: Twin, world: int) -> None:
-    if world < twin.min_world:
-        raise ValueError(f"{twin.name} needs a world of at least {twin.min_world} ranks, "
-                         f"got {world}")
-
 
 # ---- the real side ------------------------------------------------------------------------
 
@@ -357,7 +249,7 @@ def run_real(twin: Twin, world: int, sizes: Sequence[int], repeats: int = 10,
     ``network="shaped"`` runs the ranks on shaped links (:mod:`backends.shaped`)."""
     from backends.launch import spawn
 
-    _check_world(twin, world)
+    check_world(twin, world)
     return spawn(measure_twin, world, twin.name, list(sizes), repeats, backend=backend,  # type: ignore[no-any-return]
                  timeout=timeout, network=network, bandwidth=bandwidth)[0]
 
@@ -427,7 +319,7 @@ def compare(twin: Twin, worlds: Sequence[int], sizes: Sequence[int], repeats: in
     from tqdm import tqdm
 
     for world in worlds:
-        _check_world(twin, world)
+        check_world(twin, world)
     records: list[Record] = []
     bar = tqdm(total=len(worlds) * len(sizes), desc=f"compare {twin.name}", unit="point",
                file=sys.stderr, disable=None if progress else True, leave=False)
@@ -475,7 +367,7 @@ def compare_sustained(names: Sequence[str], worlds: Sequence[int], sizes: Sequen
     by_point: dict[tuple[str, int, int], Record] = {}
     for world in worlds:
         for twin in twins:
-            _check_world(twin, world)
+            check_world(twin, world)
         points = [(twin.name, nbytes) for twin in twins for nbytes in sizes]
         chain = chain_calibration is not None
         entry = find_entry(world, backend, path=calibration) if chain else None
@@ -550,36 +442,3 @@ def _record(twin: Twin, world: int, pred: dict[str, Any], meas: dict[str, Any]) 
         builtin_median_s=builtin,
         builtin_busbw_GBps=None if builtin is None else busbw_GBps(op, world, nbytes, builtin),
         calls=pred.get("calls", 1))
-
-
-def median_abs_error(records: Sequence[Record]) -> float:
-    """Median over points of |rel_error| (NaN for no points)."""
-    if not records:
-        return math.nan
-    return statistics.median(abs(r.rel_error) for r in records)
-
-
-# ---- writing ----------------------------------------------------------------------------------
-
-def write_csv(rows: Sequence[dict[str, Any]], path: Path) -> Path:
-    """Rows of dicts as CSV, written atomically (:func:`simulator.core.atomic.write_atomic`)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = io.StringIO(newline="")
-    if rows:
-        writer = csv.DictWriter(text, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    write_atomic(path, text.getvalue())
-    return path
-
-
-def write_json(doc: Any, path: Path) -> Path:
-    """A JSON document, written atomically (:func:`simulator.core.atomic.write_atomic`)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, json.dumps(doc, indent=2))
-    return path
-
-
-def records_as_dicts(records: Sequence[Record]) -> list[dict[str, Any]]:
-    """Records as plain dicts, in the ``--json`` field order."""
-    return [asdict(r) for r in records]

@@ -36,7 +36,7 @@ def plot_compare(records: Sequence[Any], path: str | Path | None = None,
                  title: str | None = None) -> Figure:
     """Time vs message size, log-log: predicted line, measured median with its p10–p90 band.
 
-    ``records`` are :class:`lab.compare.Record` (or dicts with the same fields).
+    ``records`` are :class:`lab.records.Record` (or dicts with the same fields).
     """
     rows = [r if isinstance(r, dict) else r.__dict__ for r in records]
     fig, ax = plt.subplots(figsize=(6.4, 4.2))

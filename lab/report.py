@@ -19,18 +19,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from lab.compare import (
-    compare,
-    ensure_calibrated,
-    local_cluster,
-    measured_trace,
-    median_abs_error,
-    records_as_dicts,
-    write_csv,
-    write_json,
-)
+from lab.compare import compare, ensure_calibrated, measured_trace
 from lab.outputs import check_report_folder, remove_partial, replace_report, write_manifest
 from lab.plots import plot_compare, plot_timelines
+from lab.predict import local_cluster
+from lab.records import median_abs_error, records_as_dicts, write_csv, write_json
 from lab.twins import all_twins
 from lab.units import format_size
 from simulator.core.calibration import check_writable, find_entry
