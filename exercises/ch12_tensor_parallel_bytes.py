@@ -47,7 +47,7 @@ def tensor_parallel_bytes(micro_batch: int, seq: int, hidden: int, t: int,
     # What is graded (tests/exercises/test_ch12_tensor_parallel_bytes.py):
     #   - every shape against the lab's model (simulator/transformer.py);
     #   - the bytes a simulated tensor-parallel layer really puts on NVLink
-    #     (simulator/tensor_parallel.py runs every GPU as a process and counts them).
+    #     (simulator/tensor_parallel/full.py runs every GPU as a process and counts them).
     # ==========================================================================================
     raise NotImplementedError("EXERCISE 12.1: implement tensor_parallel_bytes in "
                               "exercises/ch12_tensor_parallel_bytes.py")

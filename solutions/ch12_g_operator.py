@@ -11,7 +11,7 @@ rank ends with a *partial* output ``X_r A_r``; the layer's output is their sum. 
   partial output (``∂Σ/∂(X_r A_r) = 1``), and every rank holds it in full.
 
 Its conjugate **f** (identity forward, all-reduce backward) sits before the block's first
-layer; ``backends/tensor_parallel.py`` has both.
+layer; ``backends/tensor_parallel/operators.py`` has both.
 
 This is the reference answer; the exercise is ``exercises/ch12_g_operator.py``.
 """

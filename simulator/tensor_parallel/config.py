@@ -1,0 +1,141 @@
+"""A Megatron training configuration: the ``t × p × d`` :class:`Grid` in Megatron's rank order
+(Narayanan et al., SC 2021, §3; Megatron-LM's ``initialize_model_parallel``) and the
+:class:`MegatronConfig` that trains a GPT on it (batch, micro-batch, recomputation, sequence
+parallelism, interleaving)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from simulator.pipeline.schedules import Schedule, interleaved_1f1b, one_f_one_b
+from simulator.transformer import GPT, RECOMPUTE_MODES, Recompute
+
+
+@dataclass(frozen=True)
+class Grid:
+    """``t × p × d`` GPUs in Megatron's order: ``rank = pp·t·d + dp·t + tp``."""
+
+    t: int
+    p: int
+    d: int
+
+    def __post_init__(self) -> None:
+        for name in ("t", "p", "d"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+
+    @property
+    def world_size(self) -> int:
+        """``t·p·d`` GPUs."""
+        return self.t * self.p * self.d
+
+    def rank(self, tp: int, dp: int, pp: int) -> int:
+        """The global rank at grid coordinates (tensor, data, pipeline)."""
+        return pp * self.t * self.d + dp * self.t + tp
+
+    def coords(self, rank: int) -> tuple[int, int, int]:
+        """``(tp, dp, pp)`` of a global rank."""
+        return rank % self.t, rank // self.t % self.d, rank // (self.t * self.d)
+
+    def tensor_group(self, rank: int) -> list[int]:
+        """The ``t`` ranks that split this rank's layers."""
+        _, dp, pp = self.coords(rank)
+        return [self.rank(i, dp, pp) for i in range(self.t)]
+
+    def data_group(self, rank: int) -> list[int]:
+        """The ``d`` replicas of this rank's shard, which all-reduce its gradients."""
+        tp, _, pp = self.coords(rank)
+        return [self.rank(tp, i, pp) for i in range(self.d)]
+
+    def pipeline_group(self, rank: int) -> list[int]:
+        """The ``p`` stages this rank's micro-batches flow through."""
+        tp, dp, _ = self.coords(rank)
+        return [self.rank(tp, dp, i) for i in range(self.p)]
+
+    def draw(self, gpus_per_node: int = 8) -> str:
+        """Every rank's ``(tp, dp, pp)``, node by node (the chapter's 3D grid, as text)."""
+        rows = []
+        for first in range(0, self.world_size, gpus_per_node):
+            cells = [f"{r}:t{tp}d{dp}p{pp}"
+                     for r in range(first, min(first + gpus_per_node, self.world_size))
+                     for tp, dp, pp in [self.coords(r)]]
+            rows.append(f"node {first // gpus_per_node}: " + " ".join(cells))
+        return "\n".join(rows)
+
+
+@dataclass(frozen=True)
+class MegatronConfig:
+    """One training configuration.
+
+    Attributes:
+        model: the GPT.
+        grid: ``t × p × d``.
+        global_batch: ``B`` sequences per iteration.
+        micro_batch: ``b`` sequences per micro-batch; ``m = B/(b·d)`` micro-batches.
+        recompute: ``none``, ``selective`` or ``full`` activation recomputation.
+        sequence_parallel: split layer norm and dropout along the sequence (Korthikanti
+            et al.): all-gather/reduce-scatter instead of all-reduce.
+        interleave: ``v`` model chunks per pipeline rank (interleaved 1F1B; 1 = plain 1F1B).
+        overlap_grad_reduce: all-reduce gradients during the last backward (fast path only).
+        scatter_gather: send ``1/t`` of each activation between stages and all-gather it.
+        matmul_efficiency: achieved fraction of the device's peak FLOP/s for the matrix
+            multiplications (1.0: the data sheet's peak).
+    """
+
+    model: GPT
+    grid: Grid
+    global_batch: int
+    micro_batch: int
+    recompute: Recompute = "full"
+    sequence_parallel: bool = False
+    interleave: int = 1
+    overlap_grad_reduce: bool = False
+    scatter_gather: bool = True
+    matmul_efficiency: float = 1.0
+
+    def __post_init__(self) -> None:
+        g, model = self.grid, self.model
+        if self.recompute not in RECOMPUTE_MODES:
+            raise ValueError(f"unknown recompute mode {self.recompute!r}; choose none, "
+                             "selective or full")
+        if self.micro_batch < 1 or self.global_batch < 1:
+            raise ValueError("the global batch and the micro-batch need at least 1 sequence")
+        if self.global_batch % (self.micro_batch * g.d):
+            raise ValueError(f"global batch {self.global_batch} does not split into "
+                             f"micro-batches of {self.micro_batch} on {g.d} data-parallel "
+                             "replicas")
+        if model.heads % g.t:
+            raise ValueError(f"{model.heads} attention heads do not split over t = {g.t}")
+        if self.interleave < 1:
+            raise ValueError(f"interleave must be at least 1, got {self.interleave}")
+        if model.layers % (g.p * self.interleave):
+            raise ValueError(f"{model.layers} layers do not split into {g.p} stages × "
+                             f"{self.interleave} chunks")
+        if self.interleave > 1 and (g.p == 1 or self.microbatches % g.p):
+            raise ValueError(f"interleaving needs p > 1 and micro-batches ({self.microbatches})"
+                             f" a multiple of p = {g.p}")
+        if not 0 < self.matmul_efficiency <= 1:
+            raise ValueError(f"matmul efficiency must be in (0, 1], got "
+                             f"{self.matmul_efficiency}")
+
+    @property
+    def microbatches(self) -> int:
+        """``m = B/(b·d)``, per pipeline and iteration."""
+        return self.global_batch // (self.micro_batch * self.grid.d)
+
+    @property
+    def chunks(self) -> int:
+        """Virtual stages ``p·v``."""
+        return self.grid.p * self.interleave
+
+    def schedule(self) -> Schedule:
+        """The pipeline schedule every pipeline runs."""
+        p, m, v = self.grid.p, self.microbatches, self.interleave
+        return interleaved_1f1b(p, m, v) if v > 1 else one_f_one_b(p, m)
+
+
+
+def with_grid(config: MegatronConfig, t: int, p: int, d: int, micro_batch: int
+              ) -> MegatronConfig:
+    """The same training with another grid and micro-batch."""
+    return replace(config, grid=Grid(t, p, d), micro_batch=micro_batch)

@@ -1,0 +1,49 @@
+"""Bytes per GPU of each pipeline stage: model states (mixed-precision Adam) and the
+activations the schedule keeps in flight — and whether a configuration fits."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from simulator.pipeline.schedules import Action, in_flight
+from simulator.tensor_parallel.chunks import Chunk, chunks
+from simulator.tensor_parallel.config import MegatronConfig
+from simulator.zero import bytes_per_parameter
+
+
+def memory_per_stage(config: MegatronConfig, parts: Sequence[Chunk]) -> list[dict[str, float]]:
+    """Bytes per GPU of each pipeline stage: model states (mixed-precision Adam, ZeRO's
+    ``2 + 2 + 12`` bytes per parameter) and activations (what the schedule keeps in flight,
+    :func:`~simulator.pipeline.schedules.in_flight` per chunk, plus the recomputed layer)."""
+    g = config.grid
+    states = bytes_per_parameter("mixed", "adam")
+    schedule = config.schedule()
+    out = []
+    for r in range(g.p):
+        mine = [parts[c * g.p + r] for c in range(config.interleave)]
+        params = sum(c.parameters for c in mine)
+        acts = _peak_stash(schedule[r], mine) + max(c.transient_bytes for c in mine)
+        row = {"parameters": float(states.parameter * params),
+               "gradients": float(states.gradient * params),
+               "optimizer_state": float(states.optimizer * params),
+               "activations": float(acts)}
+        row["total"] = sum(row.values())
+        out.append(row)
+    return out
+
+
+def _peak_stash(actions: Sequence[Action], mine: Sequence[Chunk]) -> float:
+    """The most activation bytes a rank's schedule keeps at once."""
+    if len({c.stash_bytes for c in mine}) == 1:
+        return in_flight(actions) * mine[0].stash_bytes
+    live, most = 0.0, 0.0
+    for a in actions:
+        live += mine[a.chunk].stash_bytes if a.kind == "F" else -mine[a.chunk].stash_bytes
+        most = max(most, live)
+    return most
+
+
+def fits(config: MegatronConfig, flops_per_s: float, memory_bytes: float) -> bool:
+    """Whether every GPU's model states and activations fit in ``memory_bytes``."""
+    parts = chunks(config, flops_per_s)
+    return max(m["total"] for m in memory_per_stage(config, parts)) <= memory_bytes
