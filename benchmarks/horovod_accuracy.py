@@ -13,15 +13,15 @@ Two runs, each under five minutes with the machine to itself::
    moves the prediction, and a quick sweep's fit is at the mercy of one noisy point) and stops;
    without it the benchmark reads the newest such file (``_output.latest``). With
    ``--calibration FILE`` both use that file instead (``--calibrate`` adds its entries);
-2. per world, the primitives of :func:`lab.horovod.measure_primitives`: the MLP's per-layer
-   profile on one process scaled to its whole forward and backward timed with
+2. per world, the primitives of :func:`lab.horovod_primitives.measure_primitives`: the MLP's
+   per-layer profile on one process scaled to its whole forward and backward timed with
    ``min(world, cores)`` copies computing at once, the SGD step, an 8-byte ping-pong idle and
    beside computing main threads, how much compute and 1 MiB exchanges slow each other, the
    mean step of a ring of 4 KiB messages, and the CPU of one cycle of the idle engine;
 3. per world, one launch times a training step of ``backends.horovod`` at every (fusion
-   threshold, cycle time) of :func:`lab.horovod.sweep_points`, and :mod:`simulator.horovod`
-   predicts each from 1 and 2 alone; a second launch times Horovod at its defaults beside our
-   DDP at its defaults (:func:`lab.horovod.versus_ddp`).
+   threshold, cycle time) of :func:`lab.horovod_sweep.sweep_points`, and
+   :mod:`simulator.horovod` predicts each from 1 and 2 alone; a second launch times Horovod at
+   its defaults beside our DDP at its defaults (:func:`lab.horovod_sweep.versus_ddp`).
 
 Writes ``horovod_accuracy{tag}-<run id>.json``/``.csv`` (new files every run: ``_output.py``)
 and prints the median |relative error| per world, per sweep and overall, and the worst point.
@@ -38,14 +38,9 @@ from pathlib import Path
 from typing import Any
 
 from lab.calibrate import calibrate
-from lab.horovod import (
-    DEFAULT_BATCH,
-    DEFAULT_WIDTHS,
-    measure_primitives,
-    sweep,
-    sweep_points,
-    versus_ddp,
-)
+from lab.horovod_predict import DEFAULT_BATCH, DEFAULT_WIDTHS
+from lab.horovod_primitives import measure_primitives
+from lab.horovod_sweep import sweep, sweep_points, versus_ddp
 from simulator.core.calibration import CalibrationEntry, find_entry
 
 from _output import add_out, latest, save_copy, write_csv, write_json

@@ -7,9 +7,9 @@ For each ``np``: ``runs`` jobs of ``python -c "import backends.horovod as hvd; h
 hvd.shutdown()"`` under :func:`backends.horovod.runner.horovodrun`; the time, from the driver's
 start, at which the last task registered (``hvd.init()`` → ``notify_driver``), and the job's wall
 time. Beside it, :func:`simulator.horovod.predict_startup` from primitives only: the time to start
-one interpreter and import torch (:func:`lab.horovod.process_start_s`, one process) on the host's
-cores, and the calibrated one-way latency (``--calibration``, else the default calibration file;
-0 if there is none: it is negligible beside the start).
+one interpreter and import torch (:func:`lab.horovod_predict.process_start_s`, one process) on
+the host's cores, and the calibrated one-way latency (``--calibration``, else the default
+calibration file; 0 if there is none: it is negligible beside the start).
 
 The real task registers at the *end* of ``hvd.init()``, after the process-group rendezvous and
 the background thread's start; the model registers right after the imports and then joins the
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from backends.horovod.runner import DriverService, horovodrun
-from lab.horovod import process_start_s
+from lab.horovod_predict import process_start_s
 from simulator.core.calibration import CalibrationError, find_entry
 from simulator.horovod import predict_startup
 

@@ -24,18 +24,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from backends.horovod.messages import ALLREDUCE, Request, RequestList, ResponseList
 from backends.horovod.negotiation import (
-    ALLREDUCE,
     BITS_PER_WORD,
-    HIT,
     INVALID_IN_QUEUE,
     NUM_STATUS_BITS,
     UNCACHED_IN_QUEUE,
     Controller,
-    Request,
-    RequestList,
-    ResponseList,
 )
+from backends.horovod.response_cache import HIT
 
 Submission = tuple[str, int]
 """``(tensor name, number of float32 elements)``."""
@@ -96,7 +93,7 @@ class _Shared:
 
 
 class RecordingChannel:
-    """The engine's :class:`~backends.horovod.negotiation.ControlChannel`, in memory, for the
+    """The engine's :class:`~backends.horovod.messages.ControlChannel`, in memory, for the
     rank ``rank`` of a negotiation run in threads; it records the AND words and the gather."""
 
     def __init__(self, shared: _Shared, rank: int) -> None:

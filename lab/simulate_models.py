@@ -98,10 +98,10 @@ def _megatron_command() -> ModelCommand:
 MODELS["megatron"] = _megatron_command()
 
 
-# ---- Horovod (chapter 7): see lab/horovod.py -------------------------------------------------
+# ---- Horovod (chapter 7): see lab/horovod_simulate.py ----------------------------------------
 
 def _horovod_command() -> ModelCommand:
-    from lab.horovod import run_simulate, simulate_arguments, simulate_table
+    from lab.horovod_simulate import run_simulate, simulate_arguments, simulate_table
 
     return ModelCommand("Horovod: one training step with the background thread's cycles, "
                         "negotiation and tensor fusion", simulate_arguments, run_simulate,

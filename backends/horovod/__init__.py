@@ -21,7 +21,8 @@ Use it as Horovod's PyTorch binding::
 Modules: :mod:`~backends.horovod.basics` (``init``, ranks, settings),
 :mod:`~backends.horovod.ops` (the collectives and handles),
 :mod:`~backends.horovod.background` (the background thread's cycle),
-:mod:`~backends.horovod.negotiation` (coordinator, response cache, stall inspector),
+:mod:`~backends.horovod.negotiation` (coordinator, bit vector, stall inspector),
+:mod:`~backends.horovod.messages` (requests, responses), :mod:`~backends.horovod.response_cache`,
 :mod:`~backends.horovod.fusion` (``fuse_responses``, the fusion buffer),
 :mod:`~backends.horovod.optimizer` (``DistributedOptimizer``, broadcasts);
 ``horovodrun`` is :mod:`backends.horovod.runner`.

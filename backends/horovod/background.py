@@ -6,7 +6,7 @@ Book chapter 7, "The background thread" and "The cycle on a timeline"; Sergeev &
 ``tensor_queue.cc`` and ``ops/collective_operations.cc``; no code is taken from them.
 
 Framework threads call :meth:`Engine.enqueue`: it puts a
-:class:`~backends.horovod.negotiation.Request` (small, sent to the coordinator) and a
+:class:`~backends.horovod.messages.Request` (small, sent to the coordinator) and a
 :class:`TensorTableEntry` (the tensor, its output, the handle's completion event; stays local)
 into the :class:`TensorQueue` and returns a handle at once. One thread per process then runs
 :meth:`Engine.run_loop_once` until shutdown:
@@ -49,16 +49,16 @@ import torch
 import torch.distributed as dist
 
 from backends.horovod.fusion import FusionBuffer
-from backends.horovod.negotiation import (
+from backends.horovod.messages import (
     ALLREDUCE,
     BROADCAST,
     ERROR,
-    Controller,
     Request,
     RequestList,
     Response,
     ResponseList,
 )
+from backends.horovod.negotiation import Controller
 from backends.trace import Tracer, span
 
 

@@ -32,25 +32,31 @@ A cached tensor that waits locally longer than ``stall_check_s`` is invalidated,
 through the coordinator, which can name the missing ranks.
 
 The communication is abstract (:class:`ControlChannel`): the engine passes one built on a gloo
-process group used only by the background thread.
+process group used only by the background thread. The messages are in
+:mod:`backends.horovod.messages`, the cache in :mod:`backends.horovod.response_cache`; this
+module is the controller, its bit vector and the stall inspector.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Protocol
+from dataclasses import dataclass
 
 from backends.horovod.fusion import fuse
+from backends.horovod.messages import (
+    ALLREDUCE,
+    ERROR,
+    ControlChannel,
+    Request,
+    RequestList,
+    Response,
+    ResponseList,
+)
+from backends.horovod.response_cache import HIT, INVALID, ResponseCache
 
 log = logging.getLogger("backends.horovod")
-
-ALLREDUCE = "ALLREDUCE"
-BROADCAST = "BROADCAST"
-ERROR = "ERROR"
 
 BITS_PER_WORD = 63
 """Bits used per int64 word of the bit vector (63, so every word stays a positive int64)."""
@@ -58,195 +64,6 @@ BITS_PER_WORD = 63
 SHOULD_SHUT_DOWN, UNCACHED_IN_QUEUE, INVALID_IN_QUEUE = 0, 1, 2
 NUM_STATUS_BITS = 3
 """Status bits at the front of the bit vector, each stored inverted (set = "no")."""
-
-
-@dataclass(frozen=True)
-class Request:
-    """What one rank asks for one tensor: small, sent to the coordinator.
-
-    Attributes:
-        name: the tensor's name, the key the ranks are matched by.
-        rank: the requesting rank.
-        op: ``ALLREDUCE`` or ``BROADCAST``.
-        dtype: e.g. ``"float32"``.
-        shape: the tensor's shape.
-        reduce_op: ``"Sum"`` or ``"Average"`` (all-reduce only).
-        root_rank: the broadcast's root (broadcast only).
-    """
-
-    name: str
-    rank: int
-    op: str
-    dtype: str
-    shape: tuple[int, ...]
-    reduce_op: str = "Sum"
-    root_rank: int = -1
-
-    @property
-    def numel(self) -> int:
-        """Elements of the tensor."""
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
-
-
-@dataclass
-class Response:
-    """What all ranks will execute: one collective over one or more (fused) tensors.
-
-    Attributes:
-        op: ``ALLREDUCE``, ``BROADCAST`` or ``ERROR``.
-        names: the tensors, in buffer order.
-        numels: elements of each tensor.
-        dtype: the tensors' dtype.
-        reduce_op: ``"Sum"`` or ``"Average"``.
-        root_rank: the broadcast's root.
-        error: the message of an ``ERROR`` response.
-        itemsize: bytes per element.
-    """
-
-    op: str
-    names: list[str]
-    numels: list[int] = field(default_factory=list)
-    dtype: str = ""
-    reduce_op: str = "Sum"
-    root_rank: int = -1
-    error: str = ""
-    itemsize: int = 0
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes of all its tensors."""
-        return sum(self.numels) * self.itemsize
-
-
-@dataclass
-class RequestList:
-    """One rank's uncached requests of one cycle, and whether it wants to shut down."""
-
-    requests: list[Request]
-    shutdown: bool = False
-
-
-@dataclass
-class ResponseList:
-    """The cycle's agreed, fused responses, and whether every rank must shut down."""
-
-    responses: list[Response]
-    shutdown: bool = False
-
-
-class ControlChannel(Protocol):
-    """The negotiation's messages (implemented on a gloo group in the engine)."""
-
-    def bitwise_and(self, words: list[int]) -> list[int]:
-        """All-reduce of int words with bitwise AND."""
-        ...
-
-    def bitwise_or(self, words: list[int]) -> list[int]:
-        """All-reduce of int words with bitwise OR."""
-        ...
-
-    def gather(self, item: RequestList) -> list[RequestList] | None:
-        """Every rank's request list on rank 0 (``None`` elsewhere)."""
-        ...
-
-    def broadcast(self, item: ResponseList | None) -> ResponseList:
-        """Rank 0's response list on every rank."""
-        ...
-
-
-HIT, INVALID, MISS = "hit", "invalid", "miss"
-
-
-class ResponseCache:
-    """Recent single-tensor responses, identical on every rank, each with a bit position.
-
-    Least-recently-used order; bits are reassigned by position (least recently used gets the
-    lowest bit) by :meth:`update_bits` once per cycle, on every rank alike. When full, a new
-    entry evicts the least recently used one and takes its bit.
-    """
-
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        # name -> (response, (dtype, shape)); first = least recently used
-        self._entries: OrderedDict[str, tuple[Response, tuple[str, tuple[int, ...]]]] = \
-            OrderedDict()
-        self._bit_of: dict[str, int] = {}
-        self._name_at: list[str | None] = []
-        self._outdated = False
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    @property
-    def num_active_bits(self) -> int:
-        """Bit positions in use (holes left by erasures count until the next update)."""
-        return len(self._name_at)
-
-    def cached(self, request: Request) -> str:
-        """``HIT``, ``INVALID`` (name cached with another dtype or shape) or ``MISS``."""
-        entry = self._entries.get(request.name)
-        if entry is None:
-            return MISS
-        return HIT if entry[1] == (request.dtype, request.shape) else INVALID
-
-    def bit(self, name: str) -> int:
-        """The bit position of a cached name."""
-        return self._bit_of[name]
-
-    def peek(self, bit: int) -> Response:
-        """The response at ``bit``, without touching the LRU order."""
-        name = self._name_at[bit]
-        assert name is not None
-        return self._entries[name][0]
-
-    def get(self, bit: int) -> Response:
-        """The response at ``bit``, now the most recently used."""
-        name = self._name_at[bit]
-        assert name is not None
-        self._entries.move_to_end(name)
-        self._outdated = True
-        return self._entries[name][0]
-
-    def put(self, response: Response, shapes: dict[str, tuple[int, ...]]) -> None:
-        """Insert a (possibly fused) all-reduce response, split per tensor, as most recent."""
-        for name, numel in zip(response.names, response.numels, strict=True):
-            single = Response(response.op, [name], [numel], response.dtype, response.reduce_op,
-                              itemsize=response.itemsize)
-            params = (response.dtype, shapes[name])
-            if name in self._entries:
-                self._entries[name] = (single, params)
-                self._entries.move_to_end(name)
-            elif len(self._entries) >= self.capacity:
-                old, _ = self._entries.popitem(last=False)
-                bit = self._bit_of.pop(old)
-                self._entries[name] = (single, params)
-                self._bit_of[name] = bit
-                self._name_at[bit] = name
-            else:
-                self._entries[name] = (single, params)
-                self._bit_of[name] = len(self._name_at)
-                self._name_at.append(name)
-            self._outdated = True
-
-    def erase(self, bit: int) -> None:
-        """Drop the entry at ``bit`` (its position stays a hole until :meth:`update_bits`)."""
-        name = self._name_at[bit]
-        if name is not None:
-            del self._entries[name]
-            del self._bit_of[name]
-            self._name_at[bit] = None
-            self._outdated = True
-
-    def update_bits(self) -> None:
-        """Reassign bits by LRU position, least recently used first (every rank alike)."""
-        if not self._outdated:
-            return
-        self._name_at = list[str | None](self._entries)
-        self._bit_of = {name: i for i, name in enumerate(self._entries)}
-        self._outdated = False
 
 
 def _to_words(bits: Sequence[int], nbits: int) -> list[int]:

@@ -25,7 +25,7 @@ import torch
 
 from backends.horovod import basics
 from backends.horovod.background import TensorTableEntry
-from backends.horovod.negotiation import ALLREDUCE, BROADCAST, Request
+from backends.horovod.messages import ALLREDUCE, BROADCAST, Request
 
 
 class ReduceOp(str):

@@ -14,7 +14,7 @@ Book chapter 7, "horovodrun" and "Network basics and the Driver/Task services"; 
 * once all have registered the driver tells every task to go (one message each), and each
   task joins the process group (a round trip to the rendezvous store, ``2·message_s``).
 
-``process_start_s`` is a primitive measured on one process (:func:`lab.horovod.
+``process_start_s`` is a primitive measured on one process (:func:`lab.horovod_predict.
 process_start_s`); ``message_s`` is the calibrated one-way latency α. Units: seconds.
 """
 

@@ -20,15 +20,8 @@ import pytest
 
 import backends.horovod as hvd
 from backends.horovod.fusion import effective_threshold, fuse_responses
-from backends.horovod.negotiation import (
-    ALLREDUCE,
-    HIT,
-    INVALID,
-    MISS,
-    Request,
-    Response,
-    ResponseCache,
-)
+from backends.horovod.messages import ALLREDUCE, Request, Response
+from backends.horovod.response_cache import HIT, INVALID, MISS, ResponseCache
 from backends.launch import RankError, spawn
 from tests.backends.horovod_ranks import CASES, WORLD, die_after_init, run_suite
 
