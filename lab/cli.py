@@ -86,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="distml-lab", description="Distributed ML, predicted and measured.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     p = sub.add_parser("list", help="the registered twins")
+    p.add_argument("--chapter", help="only the twins of this chapter of the book")
     p.add_argument("--json", action="store_true")
     p = sub.add_parser("calibrate", help="measure this machine's primitives")
     p.add_argument("--world", default="2", help="world sizes to calibrate, e.g. 2,3,4")
@@ -138,9 +139,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _sweep(args: argparse.Namespace, real: bool = False) -> tuple[Any, list[int], list[int]]:
     """The twin, worlds and sizes asked for, checked (:func:`lab.checks.check_sweep`); a real
-    run's backend too."""
+    run's backend too. A strategy twin is refused: only ``compare`` takes it."""
+    from lab.strategies import get_strategy
+    from lab.strategy_cli import refuse_outside_compare
     from lab.twins import get_twin
 
+    strategy = get_strategy(args.twin)
+    if strategy is not None:
+        refuse_outside_compare(strategy, args.command)
     try:
         twin = get_twin(args.twin)
     except KeyError as exc:
@@ -164,15 +170,10 @@ def _emit(args: argparse.Namespace, doc: Any, table: list[dict[str, Any]],
 
 
 def cmd_list(args: argparse.Namespace) -> None:
-    """``distml-lab list``."""
-    from lab.twins import all_twins
+    """``distml-lab list`` (:func:`lab.strategy_cli.list_twins`)."""
+    from lab.strategy_cli import list_twins
 
-    rows = [t.describe() for t in all_twins()]
-    if args.json:
-        print(json.dumps({"twins": rows}, indent=2))
-        return
-    for t in rows:
-        print(f"{t['name']:<33} ch {t['chapter']:<4} {t['summary']}")
+    list_twins(args)
 
 
 def cmd_calibrate(args: argparse.Namespace) -> None:
@@ -262,8 +263,14 @@ def cmd_compare(args: argparse.Namespace) -> None:
     from lab.compare import compare, ensure_calibrated
     from lab.outputs import check_new_files
     from lab.records import median_abs_error, records_as_dicts, write_csv, write_json
+    from lab.strategies import get_strategy
+    from lab.strategy_cli import compare_strategy
     from simulator.core.calibration import check_writable
 
+    strategy = get_strategy(args.twin)
+    if strategy is not None:
+        compare_strategy(args, strategy)
+        return
     twin, worlds, sizes = _sweep(args, real=True)
     network, bandwidth = check_network(args, worlds)
     names = [f"{twin.name}.{ext}" for ext in ("csv", "json", "png")]

@@ -34,6 +34,7 @@ BASE = {
     "calibrate": ["calibrate", "--world", "2", "--calibration", CAL],
     "report": ["report", "--quick", "--out", OUT, "--calibration", CAL],
     "store-demo": ["store-demo"],
+    "list": ["list"],
     "horovodrun": ["horovodrun", "-np", "2"],
     "plan": ["plan", "--model", "gpt3-175b", "--gpus", "64", "--cluster", "a100"],
     "simulate zero": ["simulate", "zero", "--params", "1B", "--stage", "1", "--dp", "4"],
@@ -75,6 +76,7 @@ BAD_TEXT = {
     "interleave": st.sampled_from(["0", "x", "", "65", "1,,2", "-1", ",".join(["1"] * 17)]),
     "widths": st.sampled_from(["1", "0,5", "8x0", "8x2000", "x", "2097152,2", "8x", "a,b"]),
     "path": st.sampled_from(["a file", "under a file"]),
+    "chapter": st.one_of(WORD, st.sampled_from(["", "٣", "-1", "1.5", "2-3", " "])),
 }
 """Bad values of the flags that take free text, by the flag's destination."""
 
