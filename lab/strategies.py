@@ -63,8 +63,8 @@ class StrategyTwin:
 
 
 STRATEGIES: dict[str, StrategyTwin] = {}
-STRATEGY_MODULES = ("lab.strategies_data_parallel", "lab.strategies_zero")
-"""The modules that register strategy twins, in chapter order."""
+"""Every registered strategy twin by name; chapters register theirs in ``lab/strategies_*.py``,
+which :func:`all_strategies` imports."""
 
 
 def register(twin: StrategyTwin) -> StrategyTwin:
@@ -76,12 +76,18 @@ def register(twin: StrategyTwin) -> StrategyTwin:
 
 
 def all_strategies() -> list[StrategyTwin]:
-    """Every registered strategy twin, in chapter order."""
+    """Every registered strategy twin, in chapter order (then in registration order): the
+    modules ``lab/strategies_*.py`` are imported first."""
     import importlib
 
-    for module in STRATEGY_MODULES:
-        importlib.import_module(module)
-    return list(STRATEGIES.values())
+    for path in sorted(Path(__file__).parent.glob("strategies_*.py")):
+        importlib.import_module(f"lab.{path.stem}")
+    return sorted(STRATEGIES.values(), key=lambda t: _first_chapter(t.chapter))
+
+
+def _first_chapter(chapter: str) -> int:
+    """``"5-6"`` → 5: a twin's place in the book."""
+    return int(chapter.partition("-")[0])
 
 
 def get_strategy(name: str) -> StrategyTwin | None:
