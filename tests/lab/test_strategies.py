@@ -45,10 +45,12 @@ def test_compare_runs_each_strategy_twin_at_world_2(name, calibration, capsys, t
                  "--out", str(out), "--calibration", str(calibration)]) == 0
     records = json.loads(capsys.readouterr().out)["records"]
     twin = get_strategy(name)
-    assert len(records) == len(twin.quick_points)
-    for r, value in zip(records, twin.quick_points, strict=True):
+    assert records  # every quick sweep has a point at world 2 (some have one per world)
+    for r in records:
         assert set(FIELDS) <= set(r)
-        assert r["twin"] == name and r["world"] == 2 and r["point"] == {twin.parameter: value}
+        assert r["twin"] == name and r["world"] == 2
+        assert list(r["point"]) == [twin.parameter]
+        assert r["point"][twin.parameter] in twin.quick_points
         assert r["predicted_s"] > 0
         assert r["measured_p10_s"] <= r["measured_median_s"] <= r["measured_p90_s"]
         assert r["rel_error"] == pytest.approx(

@@ -1,0 +1,85 @@
+"""PipeDream's asynchronous 1F1B as a strategy twin (book chapters 10–11): ``pipedream``.
+
+The world is the number of stages, one process each, two MLP blocks (width 256, hidden 1024)
+per stage; the sweep is the number of inputs (PipeDream's "minibatches", of 32 examples each)
+streamed through the pipeline. With no flush, the pipeline fills once and then runs in steady
+state — one forward and one backward per input on every stage, an SGD update after each
+backward, weight stashing keeping each input's forward and backward on one version — so the
+time grows by one stage's ``forward + backward`` per input after a fill of about ``p`` stages.
+
+Each point puts the simulated run (:func:`lab.pipedream.predict_pipedream`: schedule
+``pipedream`` of :func:`simulator.pipeline.simulate.simulate_pipeline`, from the one-process
+profile :func:`lab.pipedream.profile_pipedream`, on this machine's calibrated cluster
+(:func:`lab.pipeline.local_cluster`) with the stage processes sharing the host's cores) beside
+the real :class:`backends.pipeline.pipedream.PipeDream` on ``world`` processes
+(:func:`lab.pipedream.pipedream_rank`, one traced run per repeat after an untraced one, in one
+launch): the time from the first span to the last, s, median/p10/p90 over the repeats. The row
+adds the weight versions each stage held (measured), was planned to hold
+(:func:`simulator.pipeline.schedules.pipedream_async`) and was simulated to hold; ``bytes`` is
+the model's parameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from lab.strategies import StrategyTwin, register, row
+
+BLOCKS_PER_STAGE = 2
+"""MLP blocks on each stage."""
+
+WIDTH, HIDDEN, BATCH = 256, 1024, 32
+"""The blocks (``width → hidden → width``) and the examples per input."""
+
+PROFILE_REPEATS = 10
+"""Repeats of the one-process per-layer profile."""
+
+
+def runs_rank(fields: dict[str, Any], repeats: int) -> dict[str, Any]:
+    """Rank function: :func:`lab.pipedream.pipedream_rank` ``repeats`` times; each traced
+    run's span from its first span to its last (s), and the last run's versions."""
+    from lab.pipedream import pipedream_rank
+    from simulator.core.engine import Trace
+
+    spans, out = [], {}
+    for _ in range(repeats):
+        out = pipedream_rank(fields)
+        trace = Trace.from_records(out["trace"])
+        spans.append(max(s.end for s in trace) - min(s.start for s in trace))
+    return {"spans_s": spans, "versions": out["versions"],
+            "planned_versions": out["planned_versions"]}
+
+
+def _compare(world: int, points: Sequence[Any], repeats: int,
+             calibration: str | Path | None) -> list[dict[str, Any]]:
+    from backends.launch import spawn
+    from backends.measure import Timing
+    from lab.pipedream import PipeDreamSetup, predict_pipedream, profile_pipedream
+    from lab.pipeline import host_cores, local_cluster
+
+    cluster, _ = local_cluster(world, calibration)
+    rows = []
+    for n in points:
+        setup = PipeDreamSetup(balance=(BLOCKS_PER_STAGE,) * world, width=WIDTH,
+                               hidden=HIDDEN, batch=BATCH, minibatches=n)
+        layers = profile_pipedream(setup, PROFILE_REPEATS)
+        predicted = predict_pipedream(setup, layers, cluster, host_cores())
+        ranks = spawn(runs_rank, world, asdict(setup), repeats, timeout=120.0)
+        measured = Timing.from_samples(ranks[0]["spans_s"]).as_dict()
+        rows.append(row(TWIN, world, n, predicted.step_time_s, measured,
+                        nbytes=sum(x.parameter_bytes for x in layers),
+                        balance=list(setup.balance), batch=BATCH,
+                        predicted_weight_versions=predicted.weight_versions,
+                        measured_weight_versions=[r["versions"] for r in ranks],
+                        planned_weight_versions=[r["planned_versions"] for r in ranks]))
+    return rows
+
+
+TWIN = register(StrategyTwin(
+    name="pipedream", chapter="10-11", summary="PipeDream: asynchronous 1F1B, no flush, an "
+    "update after every backward, weight stashing", parameter="minibatches",
+    points=(4, 8, 16, 32), quick_points=(4,), compare=_compare, worlds=(2, 4),
+    quick_worlds=(2,), min_world=2, max_world=4))

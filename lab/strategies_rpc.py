@@ -1,0 +1,58 @@
+"""Model parallelism over RPC as a strategy twin (book chapter 13): ``rpc.split``.
+
+An MLP cut into ``stages = world − 1`` runs of whole layers, each on a worker process, driven
+by one more process with ``torch.distributed.rpc``: the forward pass a chain of remote calls,
+the backward pass distributed autograd's gradient chain, the update a distributed optimizer
+(:func:`backends.rpc.train_split`). The world fixes the number of stages; the sweep is the
+batch (rows per step) the split model trains on.
+
+Per point, as ``benchmarks/rpc_accuracy.py`` does:
+
+* **predicted** — :func:`lab.rpc.predict_split_step` (:func:`simulator.rpc.simulate_split_step`)
+  from each stage's forward, backward and SGD step profiled on ONE process with one thread
+  (:func:`lab.rpc.profile_stages`) and the RPC transport's α and bandwidth, fitted to an echo
+  sweep on ``world`` processes (:func:`lab.rpc.calibrate_rpc`) — a primitive measured once per
+  comparison, never the training it predicts. It does not read the process group's
+  calibration file (``calibrated=False``): RPC has a transport of its own;
+* **measured** — :func:`lab.rpc.measure_split_step`: real training steps on ``world``
+  processes, median, p10 and p90.
+
+Seconds; ``bytes`` is the model's float32 parameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from lab.strategies import StrategyTwin, register, row
+
+WIDTHS = (256, 1024, 1024, 256)
+"""The MLP (three linear layers, 1.6 M parameters: the benchmark's "wide" model); up to three
+stages, so up to four processes."""
+
+
+def _compare(world: int, points: Sequence[Any], repeats: int,
+             calibration: str | Path | None) -> list[dict[str, Any]]:
+    """Calibration-file-free: the RPC echo fit is measured here, at ``world`` processes."""
+    from lab.models import parameter_count
+    from lab.rpc import calibrate_rpc, measure_split_step, predict_split_step, profile_stages
+
+    stages = world - 1
+    fit = calibrate_rpc(world=world)
+    rows = []
+    for batch in points:
+        predicted = predict_split_step(profile_stages(WIDTHS, stages, batch), fit)
+        measured = measure_split_step(WIDTHS, stages, batch, repeats)
+        rows.append(row(TWIN, world, batch, predicted, measured,
+                        nbytes=4 * parameter_count(WIDTHS), stages=stages,
+                        rpc_alpha_s=fit.alpha_s, rpc_bandwidth_Bps=fit.bandwidth_Bps))
+    return rows
+
+
+TWIN = register(StrategyTwin(
+    name="rpc.split", chapter="13", summary="RPC model parallelism: an MLP split into "
+    "world − 1 stages on workers, driven by remote calls and distributed autograd",
+    parameter="batch", points=(32, 128, 512), quick_points=(32,), compare=_compare,
+    worlds=(2, 3, 4), quick_worlds=(2,), calibrated=False))
