@@ -52,6 +52,16 @@ class StrategyTwin:
     calibrated: bool = True
     """Whether the prediction reads this machine's calibration (DataParallel's does not: it
     measures its own primitives on one thread)."""
+    world_unit: str = "ranks"
+    """What ``--world`` counts for this twin (``ranks``; ``workers`` of a parameter server,
+    ``replicas`` of DataParallel)."""
+    ranks: Callable[[int, Any], int] | None = None
+    """Processes a point runs at world ``world`` (``None``: ``world``) — the world sizes that
+    are calibrated before a comparison (a parameter server adds a scheduler and servers)."""
+
+    def processes(self, world: int, point: Any) -> int:
+        """How many processes ``point`` starts at ``world``."""
+        return world if self.ranks is None else self.ranks(world, point)
 
     def describe(self) -> dict[str, Any]:
         """A plain-dict summary (``distml-lab list --json``)."""

@@ -38,4 +38,4 @@ TWIN = register(StrategyTwin(
     name="data_parallel", chapter="4", summary="DataParallel: replicate, scatter the batch, "
     "gather the outputs, reduce the gradients onto one device", parameter="batch",
     points=(256, 1000), quick_points=(64,), compare=_compare, worlds=(2, 4),
-    quick_worlds=(2,), min_world=1))
+    quick_worlds=(2,), min_world=1, world_unit="replicas"))

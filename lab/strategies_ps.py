@@ -21,10 +21,9 @@ server — with the real twin's, each of ``repeats`` runs launched together
 (:func:`backends.parameter_server.train.run_scenarios`, as ``benchmarks/ps_accuracy.py`` does):
 median, p10 and p90 over the runs of each run's time per iteration.
 
-The prediction wants the calibration at ``1 + S + W`` ranks; ``distml-lab compare`` calibrates
-the world sizes it is given (here ``W``), so where the file has no entry at ``1 + S + W`` the
-largest calibrated world below it is used (``calibration_world`` in each row; a line on stderr
-says so) — ``distml-lab calibrate --world 1+S+W`` gives the exact one.
+The prediction reads the calibration at ``1 + S + W`` ranks, which ``distml-lab compare``
+calibrates first (the twin's ``ranks``); called without one, the largest calibrated world below
+it is used (``calibration_world`` in each row; a line on stderr says so).
 """
 
 from __future__ import annotations
@@ -147,5 +146,6 @@ TWINS = {consistency: register(StrategyTwin(
     name=f"ps.{consistency}", chapter="3",
     summary=f"parameter server (S servers, world = W workers), {text}",
     parameter="servers", points=(1, 2), quick_points=(1,), compare=_comparison(consistency),
-    worlds=(2, 3), quick_worlds=(2,), min_world=1, max_world=4))
+    worlds=(2, 3), quick_worlds=(2,), min_world=1, max_world=4,
+    world_unit="workers", ranks=lambda workers, servers: 1 + servers + workers))
     for consistency, text in SUMMARIES.items()}

@@ -40,8 +40,10 @@ def compare_strategy(args: argparse.Namespace, twin: StrategyTwin) -> None:
     for world in worlds:
         if not twin.min_world <= world <= twin.max_world:
             raise UsageError(f"invalid world {world} for {twin.name}: from {twin.min_world} "
-                             f"to {twin.max_world} ranks")
-    check_real_ranks(worlds)
+                             f"to {twin.max_world} {twin.world_unit}")
+    points = list(twin.quick_points if args.quick else twin.points)
+    ranks = sorted({twin.processes(w, p) for w in worlds for p in points})
+    check_real_ranks(ranks)
     check_backend(args.backend, max(worlds))
     if args.backend != "gloo":
         raise UsageError(f"{twin.name} runs on CPU processes: use --backend gloo")
@@ -51,10 +53,9 @@ def compare_strategy(args: argparse.Namespace, twin: StrategyTwin) -> None:
     names = [f"{twin.name}.csv", f"{twin.name}.json"]
     if args.out is not None:
         check_new_files(Path(args.out), names, args.force)
-    points = list(twin.quick_points if args.quick else twin.points)
     if twin.calibrated:
         check_writable(args.calibration)
-        ensure_calibrated(worlds, "gloo", args.calibration, quick=args.quick,
+        ensure_calibrated(ranks, "gloo", args.calibration, quick=args.quick,
                           log=lambda m: print(m, file=sys.stderr))
     print(f"{twin.name}: worlds {worlds}, {twin.parameter} {points} ...", file=sys.stderr)
     rows = run_comparison(twin, worlds, points, args.repeats, args.calibration)
