@@ -35,7 +35,7 @@ import time
 from typing import Any
 
 from backends.launch import spawn
-from lab.compare import CALLS_PROBES, sustained_calls
+from lab.sustained import CALLS_PROBES, sustained_calls
 
 from _output import add_out, write_csv, write_json
 

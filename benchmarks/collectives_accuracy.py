@@ -12,7 +12,7 @@ and 4 over 64 KiB–16 MiB.
 
 ``--method sustained`` (the default): one launch per world, every algorithm and size
 interleaved in the same rounds, each repeat running its operation back to back for ~20 ms and
-taking the time per call, the median over repeats reported (:func:`lab.compare.measure_sustained`,
+taking the time per call, the median over repeats reported (:func:`lab.sustained.measure_sustained`,
 nccl-tests' way). With ``--chain rounds`` (the default) the primitives the predictions lean on
 most — the chain of dependent exchanges, which prices a woken rank's wait, the concurrent
 exchanges up to 16 MiB, which price the loopback bus by load, and the ping-pong (with its

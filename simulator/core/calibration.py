@@ -43,7 +43,7 @@ receive, posted only as the call starts, counts as often as it does in a collect
 
 SUSTAINED_REPEAT_S = 0.02
 """How long one timed repeat runs its operation back to back, s, wherever timing must match the
-collectives' accuracy sweep (:func:`lab.compare.measure_sustained`): long enough that the ranks
+collectives' accuracy sweep (:func:`lab.sustained.measure_sustained`): long enough that the ranks
 settle into the rhythm of back-to-back calls, each call's start overlapping the last one's end,
 and that the barrier before a repeat does not count. The calibration times the point-to-point
 and exchange primitives this way too."""
