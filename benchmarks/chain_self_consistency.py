@@ -52,10 +52,9 @@ def main() -> None:
     for entry in sorted(entries, key=lambda e: e.world_size):
         machine = cluster_from_entry(entry, exchange_bus=True, receiver_driven=True)
         ahead = bool(entry.chain_ahead_latency_s)
-        in_order = replace(cluster_from_entry(replace(entry, chain_ahead_latency_s=[]),
-                                                    exchange_bus=True),
-                           receiver_driven_sends=True,
-                           post_overhead_s=entry.post_overhead_s or 0.0)
+        in_order = cluster_from_entry(replace(entry, chain_ahead_latency_s=[]),
+                                      exchange_bus=True).with_host(
+            receiver_driven_sends=True, post_overhead_s=entry.post_overhead_s or 0.0)
         measured_chain = entry.chain_ahead_latency_s if ahead else entry.chain_latency_s
         for k, measured in enumerate(measured_chain, start=2):
             model = chain_step_s(machine, k, ahead, args.steps)

@@ -346,7 +346,7 @@ def ring_phases_fast(cluster: Cluster, nbytes: int, itemsize: int = 4,
     send_s = np.array([np.roll(run_spmd(cluster, _ring_step, int(b), trace=False).returns, -1)
                        for b in distinct], dtype=float)  # [size index, rank] -> seconds
     row = np.searchsorted(distinct, sizes)  # chunk -> its row of send_s
-    reduce_s = np.array([[device.reduce_s(int(b)) for device in cluster.devices]
+    reduce_s = np.array([[cluster.reduce_s(r, int(b)) for r in range(p)]
                          for b in distinct])  # [size index, rank] -> seconds
     ranks = np.arange(p)
     clock = np.zeros(p)

@@ -7,8 +7,9 @@ A simulated rank program moves sizes, not data. Where the real twin cuts a tenso
 the simulated twin calls :func:`sendrecv` with the two sizes. Where the real twin posts the
 next step's receive before waiting on the current one (the rings, recursive doubling), the
 simulated twin does too (:func:`posted_ahead_steps`): with eager sends it makes no difference,
-with gloo's receiver-driven sends (:attr:`~simulator.core.hardware.Cluster.receiver_driven_sends`)
-the sender finds the receive ready instead of waiting for its notice.
+with gloo's receiver-driven sends
+(:attr:`~simulator.core.host_hooks.ClusterEffects.receiver_driven_sends`) the sender finds the
+receive ready instead of waiting for its notice.
 """
 
 from __future__ import annotations

@@ -5,7 +5,9 @@ Read in this order: :mod:`~simulator.core.network` (links, contention, topologie
 (rank programs and ``run_spmd``), :mod:`~simulator.core.engine` (the trace),
 :mod:`~simulator.core.cores` (CPU cores shared by the ranks' computations). This machine's own
 cluster, solved from its calibration, is the host tier above it (:mod:`simulator.host`); the
-core imports nothing from there.
+core imports nothing from there, and offers it one hook per link and per cluster, ``host``
+(:mod:`~simulator.core.network.host_hooks`, :mod:`~simulator.core.host_hooks`), ``None`` in
+the textbook tier.
 """
 
 from simulator.core.calibration import CalibrationEntry, CalibrationError

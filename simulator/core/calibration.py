@@ -3,13 +3,11 @@
 ``distml-lab calibrate`` (in :mod:`lab.calibrate`) measures point-to-point latency α and
 bandwidth B (a ping-pong sweep, fitted), the local reduction rate (γ = 1/rate), the copy rate and
 the compute rate with the real backend, and stores one :class:`CalibrationEntry` per
-``(host, backend, world size)`` in a JSON file. :func:`~simulator.host.local_host_cluster`
-builds the simulated twin of the machine from it. Only primitives are stored: no algorithm's
-prediction is ever fitted to that algorithm's own measurements. :func:`fit_alpha_beta` is the
-one α-β fit that both the calibration and the simulator's reading of it use
-(:mod:`simulator.core.fit`).
-
-The file lives at ``$DISTML_CALIBRATION`` or, by default, ``~/.cache/distml-lab/calibration.json``.
+``(host, backend, world size)`` in a JSON file (``$DISTML_CALIBRATION``, by default
+``~/.cache/distml-lab/calibration.json``), read once per command as a :class:`Calibration`.
+:func:`simulator.host.factory.local_cluster` builds the simulated twin of the machine from an
+entry. Only primitives are stored: no algorithm's prediction is ever fitted to that algorithm's
+own measurements. :func:`fit_alpha_beta` (:mod:`simulator.core.fit`) is the one α-β fit.
 """
 
 from __future__ import annotations
@@ -18,7 +16,7 @@ import json
 import math
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -310,24 +308,51 @@ def load_calibration(path: str | Path | None = None) -> dict[str, CalibrationEnt
     return entries
 
 
+@dataclass(frozen=True, eq=False)
+class Calibration:
+    """A calibration file as read once (:meth:`load`) by the command line and handed down: every
+    prediction of one command reads the same entries. Compared and hashed by identity, so a
+    model solved from one may be kept for as long as the object lives."""
+
+    path: Path
+    entries: Mapping[str, CalibrationEntry]
+
+    @classmethod
+    def load(cls, path: str | Path | None = None) -> Calibration:
+        """Read ``path`` (default: :func:`default_calibration_path`); a missing file has no
+        entries. Raises :class:`CalibrationError` as :func:`load_calibration` does."""
+        resolved = Path(path) if path is not None else default_calibration_path()
+        return cls(resolved, load_calibration(resolved))
+
+    @classmethod
+    def of(cls, calibration: Calibration | str | Path | None) -> Calibration:
+        """``calibration`` itself, or the file it names read now (:meth:`load`)."""
+        return calibration if isinstance(calibration, Calibration) else cls.load(calibration)
+
+    def entry(self, world_size: int, backend: str = "gloo", network: str = "loopback",
+              host: str | None = None) -> CalibrationEntry:
+        """The entry for this host (or ``host``), ``backend``, ``world_size`` and ``network``,
+        or a :class:`CalibrationError` that says how to measure it."""
+        key = entry_key(host or this_host(), backend, world_size, network)
+        if key in self.entries:
+            return self.entries[key]
+        have = ", ".join(sorted(self.entries)) or "none"
+        how = "" if network == "loopback" else (
+            f" --network shaped --bandwidth {network.partition(':')[2]}")
+        raise CalibrationError(
+            f"no calibration for {key} in {self.path} (have: {have}); "
+            f"run 'distml-lab calibrate --world {world_size}{how}'")
+
+
 def find_entry(world_size: int, backend: str = "gloo", host: str | None = None,
                path: str | Path | None = None, network: str = "loopback") -> CalibrationEntry:
-    """The entry for this host, ``backend``, ``world_size`` and ``network``, or a clear error.
+    """The entry for this host, ``backend``, ``world_size`` and ``network`` in the file
+    ``path``, or a clear error (:meth:`Calibration.entry`).
 
     ``network`` is ``loopback`` or a shaped network's key (``shaped:1gbit``, see
     :func:`simulator.core.shaped.network_key`).
     """
-    host = host or this_host()
-    entries = load_calibration(path)
-    key = entry_key(host, backend, world_size, network)
-    if key in entries:
-        return entries[key]
-    have = ", ".join(sorted(entries)) or "none"
-    how = "" if network == "loopback" else (
-        f" --network shaped --bandwidth {network.partition(':')[2]}")
-    raise CalibrationError(
-        f"no calibration for {key} in {path or default_calibration_path()} (have: {have}); "
-        f"run 'distml-lab calibrate --world {world_size}{how}'")
+    return Calibration.load(path).entry(world_size, backend, network, host)
 
 
 def check_writable(path: str | Path | None = None) -> Path:

@@ -17,22 +17,22 @@ An algorithm is written once per rank, SPMD style, as a generator function that 
 
 Messaging follows MPI/``torch.distributed`` rules: a send is *eager* (bytes start moving when it
 is posted), a receive completes when the matching message has arrived, and messages between
-the same two ranks with the same tag never overtake each other. On a cluster with
-``receiver_driven_sends`` (gloo's TCP transport, :class:`Cluster`) a send's bytes wait instead
-for the receiver to post the matching receive and for its *receive-ready* notice to cross back
-(the cluster's ``ready_notice_s``, or one path latency α): a sender that runs ahead of its
-receiver waits for it. Such a send is *queued* if the notice had not come when its rank began
-to post it (gloo then writes it from its I/O thread when the notice comes): each of its
-bytes takes :meth:`Cluster.queued_weight` of the capacity of the links it shares (and
-:meth:`Cluster.lone_queued_weight` of those it crosses alone). On a
-host whose ranks' threads outnumber its cores — the lab's two cores
-hold every rank's calling thread and its I/O thread — a notice that comes while a rank is
-posting is read only once it stops, so a send posted right after its step's receive is
-queued however short the notice. Where the cluster
-has a ``post_overhead_s`` (LogP's *o*), posting a send or a receive takes that much of the
-rank's time: posts and local work on one rank queue one after another. Besides messages
-a rank can spend time on ``compute(flops)``, ``reduce(nbytes)`` and ``memcpy(nbytes)`` on its
-device, and account memory with ``alloc``/``free``.
+the same two ranks with the same tag never overtake each other. That is the textbook tier; a
+cluster of the host tier changes it by its host effects (:attr:`Cluster.host`, a
+:class:`~simulator.core.host_hooks.ClusterEffects`). With ``receiver_driven_sends`` (gloo's
+TCP transport) a send's bytes wait for the receiver to post the matching receive and for its
+*receive-ready* notice to cross back (``ready_notice_s``, or one path latency α): a sender
+that runs ahead of its receiver waits for it. Such a send is *queued* if the notice had not
+come when its rank began to post it (gloo then writes it from its I/O thread when the notice
+comes): each of its bytes takes :meth:`~ClusterEffects.queued_weight` of the capacity of the
+links it shares (and :meth:`~ClusterEffects.lone_queued_weight` of those it crosses alone).
+On a host whose ranks' threads outnumber its cores — the lab's two cores hold every rank's
+calling thread and its I/O thread — a notice that comes while a rank is posting is read only
+once it stops, so a send posted right after its step's receive is queued however short the
+notice. Where the host has a ``post_overhead_s`` (LogP's *o*), posting a send or a receive
+takes that much of the rank's time: posts and local work on one rank queue one after
+another. Besides messages a rank can spend time on ``compute(flops)``, ``reduce(nbytes)`` and
+``memcpy(nbytes)`` on its device, and account memory with ``alloc``/``free``.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ import simpy
 
 from simulator.core.engine import Trace
 from simulator.core.hardware import Cluster
+from simulator.core.host_hooks import ClusterEffects
 from simulator.core.network import Channel, Network
 
 SimGen = Generator[simpy.Event, Any, Any]
@@ -80,6 +81,7 @@ class _World:
     cluster: Cluster
     network: Network
     trace: Trace | None
+    host: ClusterEffects  # the cluster's host effects; the defaults (none) in the textbook tier
     arrivals: dict[tuple[Any, ...], simpy.Event] = field(default_factory=dict)
     ready: dict[tuple[Any, ...], simpy.Event] = field(default_factory=dict)
     sent: dict[tuple[Any, ...], int] = field(default_factory=dict)
@@ -165,10 +167,10 @@ class SimComm:
                              f"{self.world_size}")
 
     def _post(self, tag: int) -> tuple[float, float]:
-        """Charge this rank one post's CPU time (the cluster's ``post_overhead_s``, LogP's
-        *o*) after whatever it is still posting or doing; the times the post begins and is
-        done, s."""
-        overhead = self._world.cluster.post_overhead_s
+        """Charge this rank one post's CPU time (the host's ``post_overhead_s``, LogP's *o*)
+        after whatever it is still posting or doing; the times the post begins and is done,
+        s."""
+        overhead = self._world.host.post_overhead_s
         if not overhead or tag == _BARRIER_TAG:
             return self.now, self.now
         began = max(self.now, self._world.posted_until[self.global_rank])
@@ -181,17 +183,18 @@ class SimComm:
 
     def isend(self, dst: int, nbytes: int, tag: int = 0) -> SimWork:
         """Start sending ``nbytes`` to group rank ``dst``; the work completes on delivery —
-        or at once on a cluster whose sends are ``buffered`` (:attr:`Cluster.buffered_sends`:
-        the bytes still travel, but the sender is free) — or, where the cluster also has a
-        socket send buffer of S bytes (:attr:`Cluster.send_buffer_bytes`), once at most S
-        bytes of the message are still to move."""
+        or at once on a cluster whose sends are ``buffered`` (the host's
+        :attr:`~ClusterEffects.buffered_sends`: the bytes still travel, but the sender is
+        free) — or, where the host also has a socket send buffer of S bytes
+        (:meth:`~ClusterEffects.send_buffer`), once at most S bytes of the message are still
+        to move."""
         self._check_peer(dst)
         key = self._key(self.rank, dst, tag)
         seq = self._world.sent.get(key, 0)
         self._world.sent[key] = seq + 1
-        cluster = self._world.cluster
-        buffered = cluster.buffered_sends and tag != _BARRIER_TAG
-        buffer = cluster.send_buffer(nbytes) if buffered else None  # once per send
+        host = self._world.host
+        buffered = host.buffered_sends and tag != _BARRIER_TAG
+        buffer = host.send_buffer(nbytes) if buffered else None  # once per send
         returned = self.env.event() if buffer is not None else None
         delivery = self.env.process(self._deliver(dst, nbytes, (*key, seq), tag, returned,
                                                   *self._post(tag), buffer_bytes=buffer or 0.0))
@@ -204,18 +207,18 @@ class SimComm:
     def _deliver(self, dst: int, nbytes: int, key: tuple[Any, ...], tag: int,
                  returned: simpy.Event | None = None, began: float = 0.0,
                  posted: float = 0.0, buffer_bytes: float = 0.0) -> SimGen:
-        cluster = self._world.cluster
+        host = self._world.host
         queued = False
         yield from self._until(posted)
-        if cluster.receiver_driven_sends and tag != _BARRIER_TAG:
+        if host.receiver_driven_sends and tag != _BARRIER_TAG:
             came = yield self._world.ready_notice(key)
             del self._world.ready[key]
             queued = came >= began  # the notice was not there before the rank began the post
         start = self.now
         yield from self._world.network.transfer(
             self.global_rank, self.ranks[dst], nbytes, returned, buffer_bytes,
-            cluster.queued_weight(nbytes) if queued else 1.0,
-            cluster.lone_queued_weight(nbytes) if queued else 1.0)
+            host.queued_weight(nbytes) if queued else 1.0,
+            host.lone_queued_weight(nbytes) if queued else 1.0)
         self._world.arrival(key).succeed(nbytes)
         if tag != _BARRIER_TAG:
             self.span("send", f"send {self.rank}->{dst}", start, nbytes)
@@ -227,16 +230,16 @@ class SimComm:
         seq = self._world.received.get(key, 0)
         self._world.received[key] = seq + 1
         _, posted = self._post(tag)
-        if self._world.cluster.receiver_driven_sends and tag != _BARRIER_TAG:
+        if self._world.host.receiver_driven_sends and tag != _BARRIER_TAG:
             self.env.process(self._notify_ready(src, (*key, seq), posted))
         return SimWork(self.env.process(self._await(src, nbytes, (*key, seq), tag, posted)))
 
     def _notify_ready(self, src: int, key: tuple[Any, ...], posted: float = 0.0) -> SimGen:
         """gloo's receive-ready notice: a small control message back to the sender; it takes
-        the cluster's ``ready_notice_s`` (or the idle path latency α), whatever else is in
-        flight (it carries no payload), from the moment the receive is posted."""
+        the host's ``ready_notice_s`` (or the idle path latency α), whatever else is in flight
+        (it carries no payload), from the moment the receive is posted."""
         yield from self._until(posted)
-        latency = self._world.cluster.ready_notice_s
+        latency = self._world.host.ready_notice_s
         if latency is None:
             latency = self._world.cluster.topology.path_latency_s(self.global_rank,
                                                                   self.ranks[src])
@@ -297,9 +300,10 @@ class SimComm:
         yield from self._busy("compute", flops / self.device.flops_per_s, 0, name)
 
     def reduce(self, nbytes: int, name: str = "reduce") -> SimGen:
-        """Combine ``nbytes`` of received data into a local buffer: γ·n seconds, or what the
-        device's reductions among messages cost (:meth:`Device.reduce_s`)."""
-        yield from self._busy("reduce", self.device.reduce_s(nbytes), nbytes, name)
+        """Combine ``nbytes`` of received data into a local buffer: γ·n seconds, or what a
+        reduction among messages costs on the host (:meth:`Cluster.reduce_s`)."""
+        yield from self._busy("reduce", self._world.cluster.reduce_s(self.global_rank, nbytes),
+                              nbytes, name)
 
     def memcpy(self, nbytes: int, name: str = "memcpy") -> SimGen:
         """Copy ``nbytes`` locally."""
@@ -362,9 +366,10 @@ def run_spmd(cluster: Cluster, program: Program, *args: Any, trace: bool = True,
         raise ValueError(f"calls must be >= 1, got {calls}")
     env = simpy.Environment()
     p = cluster.world_size
+    host = cluster.host or ClusterEffects()
     world = _World(env, cluster, Network(env, cluster.topology), Trace() if trace else None,
-                   memory=[0] * p, peak_memory=[0] * p,
-                   posted_until=[0.0] * p if cluster.post_overhead_s else [])
+                   host, memory=[0] * p, peak_memory=[0] * p,
+                   posted_until=[0.0] * p if host.post_overhead_s else [])
     finish = [0.0] * p
 
     def rank_main(rank: int) -> SimGen:

@@ -2,19 +2,22 @@
 
 A :class:`Device` is one rank's processor — a GPU, or a CPU process — with a compute rate,
 memory bandwidth and capacity. A :class:`Cluster` is a list of devices plus a
-:class:`~simulator.core.network.Topology`. Presets describe well-known machines from their
-vendors' data sheets (``../shared/REFERENCES.md``); :mod:`simulator.host` describes *this*
-machine from its calibration file.
+:class:`~simulator.core.network.Topology`. Both hold the textbook's fields only; the host tier
+adds its corrections as one record (:attr:`Cluster.host`, and :attr:`Link.host` per link).
+Presets describe well-known machines from their vendors' data sheets
+(``../shared/REFERENCES.md``); :mod:`simulator.host` describes *this* machine from its
+calibration file.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
-from simulator.core.network import Contention, Link, Topology, log_interpolate
+from simulator.core.host_hooks import ClusterEffects
+from simulator.core.network import Contention, Link, Topology
 
 GB = 1e9
 GiB = 2**30
@@ -32,11 +35,6 @@ class Device:
         reduce_Bps: elementwise reduction rate, bytes of output per second. Default: a
             reduction reads two operands and writes one, so ``mem_bandwidth / 3``.
         memcpy_Bps: copy rate, bytes/s. Default: read plus write, ``mem_bandwidth / 2``.
-        reduce_s_by_bytes: a reduction's time by its bytes where the collectives run it,
-            among messages in flight, ``((bytes, s), …)`` by increasing bytes (empty: γ·n
-            alone). Between two sizes linear; below the smallest its time (a cost per
-            reduction that does not shrink with the bytes); beyond the largest in proportion
-            to the bytes (:mod:`simulator.host.reduction`, :meth:`reduce_s`).
     """
 
     name: str
@@ -45,7 +43,6 @@ class Device:
     memory_bytes: float
     reduce_Bps: float = 0.0
     memcpy_Bps: float = 0.0
-    reduce_s_by_bytes: tuple[tuple[float, float], ...] = ()
 
     def __post_init__(self) -> None:
         if self.reduce_Bps <= 0:
@@ -59,17 +56,8 @@ class Device:
         return 1.0 / self.reduce_Bps
 
     def reduce_s(self, nbytes: float) -> float:
-        """Time to reduce ``nbytes`` of received data into a local buffer, s: γ·n, or where
-        :attr:`reduce_s_by_bytes` is given, read from it."""
-        table = self.reduce_s_by_bytes
-        if not table or nbytes <= 0:
-            return nbytes / self.reduce_Bps
-        if nbytes <= table[0][0]:
-            return table[0][1]
-        for (lo, a), (hi, b) in itertools.pairwise(table):
-            if nbytes <= hi:
-                return a + (b - a) * (nbytes - lo) / (hi - lo)
-        return table[-1][1] * nbytes / table[-1][0]
+        """Time to reduce ``nbytes`` of received data into a local buffer, γ·n, s."""
+        return nbytes / self.reduce_Bps
 
 
 A100_80GB = Device("A100-SXM-80GB", 312e12, 2039 * GB, 80 * GiB)
@@ -89,85 +77,20 @@ ETHERNET_10G = Link(latency_s=20e-6, bandwidth_Bps=10e9 / 8)
 class Cluster:
     """Devices (one per rank) and the topology that joins them.
 
-    ``buffered_sends``: a send completes as soon as its bytes are handed to the sender's
-    network stack, not when they arrive — gloo over TCP sizes the socket's send buffer to the
-    message (up to 32 MiB), so on a real network a rank sends to one peer and at once to the
-    next while the first message is still on the wire (:meth:`shaped`). Off by default: there
-    a send completes on delivery, as MPI's rendezvous sends of large messages do.
-
-    ``send_buffer_bytes``: with ``buffered_sends``, how much of a message the sender's socket
-    buffer holds, bytes (``None``: all of it). A blocking send returns once at most this many
-    of its bytes are still to move (Linux's TCP lets ``write`` return when the unsent rest fits
-    in the socket's send buffer; Stevens, *UNIX Network Programming* §2.11); the transfer
-    goes on. Measured by :mod:`lab.calibrate` on a shaped network.
-    ``send_buffer_by_bytes``: the same by message size, ``((bytes, buffered bytes), …)``
-    interpolated in log size, in place of ``send_buffer_bytes`` where given — on loopback the
-    "buffer" is also the receiver's socket, which holds what its I/O thread has not yet read,
-    so what a send leaves unsent as it returns grows with the message (the collectives'
-    model, from the ping-pong's send returns: :meth:`from_calibration`).
-
-    ``receiver_driven_sends``: a send's bytes move only once the receiver has posted the
-    matching receive and its receive-ready notice has come back (one idle path latency α) —
-    gloo's TCP pair (``gloo/transport/tcp/pair.cc``: a send waits for the peer's
-    "receive ready" notification unless one has already arrived). A receive posted early costs
-    nothing; a sender that runs ahead of its receiver — the root of a tree broadcast started
-    again while its children still forward the last one — waits. Off by default (eager sends).
-    ``ready_notice_s``: what that notice takes to reach the sender, s (``None``: the path's
-    α). It is a few bytes handled by gloo's I/O threads, no Python wake-up, so on a host it
-    costs less than a ping-pong's α (:mod:`lab.calibrate` measures it: a receive posted late
-    against one posted early).
-
-    ``post_overhead_s``: the CPU time a rank spends posting one non-blocking send or receive,
-    s (LogP's *o*, Culler et al. 1993): a rank's posts and local work run one after another,
-    and a message leaves (or a receive is ready) only once posted. 0: free, as the α-β model
-    has it.
-
-    ``queued_weight_by_bytes``: with ``receiver_driven_sends``, what each byte of a *queued*
-    send takes of the capacity of a link it shares with other messages, by message size,
-    ``((bytes, weight), …)`` interpolated in log size (empty: 1, a byte);
-    ``lone_queued_weight_by_bytes`` the same for a link it crosses alone (empty: 1 — a
-    message alone moves at the rate the ping-pong, whose sends find their notice, was solved
-    to). A send is queued when its receiver's
-    notice had not come as its rank began to post it: gloo then parks it, and its I/O thread
-    writes it when the notice comes (``pair.cc``: ``localPendingSend_``), in bursts as the
-    socket drains, instead of the calling thread at once; on the lab's two cores such bytes
-    cost more CPU, and the plain exchange, whose sends are all queued, moved 1 MiB and more
-    about a fifth slower than the shift posted ahead (chapter 2, "A queued send weighs more");
-    alone, a stream of queued messages one way moved 1 MiB and more a fifth to a third slower
-    than the ping-pong (chapter 2, "A stream one way").
+    Attributes:
+        name: e.g. ``"dgx-A100-SXM-80GBx16"``.
+        devices: one :class:`Device` per rank.
+        topology: the links between them.
+        host: the host effects on this cluster's sends and reductions
+            (:class:`~simulator.core.host_hooks.ClusterEffects`: buffered sends, gloo's
+            receiver-driven sends, posting overhead, …), set by the host tier only; ``None``
+            in the textbook tier.
     """
 
     name: str
     devices: tuple[Device, ...]
     topology: Topology
-    buffered_sends: bool = False
-    send_buffer_bytes: float | None = None
-    receiver_driven_sends: bool = False
-    ready_notice_s: float | None = None
-    post_overhead_s: float = 0.0
-    queued_weight_by_bytes: tuple[tuple[float, float], ...] = ()
-    lone_queued_weight_by_bytes: tuple[tuple[float, float], ...] = ()
-    send_buffer_by_bytes: tuple[tuple[float, float], ...] = ()
-
-    def send_buffer(self, nbytes: int) -> float | None:
-        """The bytes of an ``nbytes`` message still unsent when its blocking send returns
-        (:attr:`send_buffer_by_bytes`, else :attr:`send_buffer_bytes`; ``None``: all)."""
-        table = self.send_buffer_by_bytes
-        if table:
-            return min(float(nbytes), log_interpolate(table, max(nbytes, 1)))
-        return self.send_buffer_bytes
-
-    def queued_weight(self, nbytes: int) -> float:
-        """The weight of a queued send of ``nbytes`` on a shared link
-        (:attr:`queued_weight_by_bytes`)."""
-        table = self.queued_weight_by_bytes
-        return log_interpolate(table, max(nbytes, 1)) if table else 1.0
-
-    def lone_queued_weight(self, nbytes: int) -> float:
-        """The weight of a queued send of ``nbytes`` on a link it crosses alone
-        (:attr:`lone_queued_weight_by_bytes`)."""
-        table = self.lone_queued_weight_by_bytes
-        return log_interpolate(table, max(nbytes, 1)) if table else 1.0
+    host: ClusterEffects | None = None
 
     def __post_init__(self) -> None:
         if len(self.devices) != self.topology.world_size:
@@ -178,6 +101,21 @@ class Cluster:
     def world_size(self) -> int:
         """Number of ranks."""
         return len(self.devices)
+
+    def reduce_s(self, rank: int, nbytes: float) -> float:
+        """Time for ``rank`` to reduce ``nbytes`` of received data into a local buffer, s: γ·n
+        on its device, or what a reduction among messages costs where the host effects price
+        it (:attr:`ClusterEffects.reduce_s_by_bytes`)."""
+        if self.host is not None and self.host.reduce_s_by_bytes and nbytes > 0:
+            return self.host.reduce_s(nbytes)
+        return self.devices[rank].reduce_s(nbytes)
+
+    def with_host(self, **changes: Any) -> Cluster:
+        """This cluster with the named fields of its host effects changed
+        (:class:`~simulator.core.host_hooks.ClusterEffects`; ``host`` is ``None`` again where
+        they all come back to their defaults)."""
+        host = replace(self.host or ClusterEffects(), **changes)
+        return replace(self, host=None if host == ClusterEffects() else host)
 
     def with_contention(self, contention: Contention) -> Cluster:
         """The same cluster with every link's contention model replaced."""

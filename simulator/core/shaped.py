@@ -132,10 +132,11 @@ def shaped_topology(ports: Sequence[Link], busy_latency_s: float | None = None) 
     Rank ``k``'s port ``ports[k]`` joins ``k`` to the switch ``"sw"``: the direction
     ``k -> "sw"`` carries everything ``k`` sends, ``"sw" -> k`` everything it receives (the
     bridge port's egress queue of the real network), so messages into one rank share its down
-    direction; each port should carry half of the path latency. A port whose
-    :attr:`Link.ack_fraction` is ε also carries, in the direction opposite to each transfer,
-    ε bytes of TCP acknowledgements per byte: a rank that sends while it receives (a ring
-    step, an exchange) sends its data beside the acknowledgements of what it receives.
+    direction; each port should carry half of the path latency. A port whose host effects'
+    ``ack_fraction`` (:class:`~simulator.core.network.LinkEffects`) is ε also carries, in the
+    direction opposite to each transfer, ε bytes of TCP acknowledgements per byte: a rank
+    that sends while it receives (a ring step, an exchange) sends its data beside the
+    acknowledgements of what it receives.
 
     Between the two ports a message crosses its pair's *connection*: gloo keeps one TCP
     connection per pair of ranks, a byte stream in each direction, so two messages from ``a``
@@ -147,14 +148,15 @@ def shaped_topology(ports: Sequence[Link], busy_latency_s: float | None = None) 
     Every message also crosses the host, ``"host" -> "host'"``: no bandwidth limit, but the
     ranks are still processes sharing this machine's cores. A message that starts while
     another is in flight anywhere pays ``busy_latency_s`` instead of the idle α (the
-    calibration's concurrent shift, as :meth:`Topology.shared_bus` does on loopback).
+    calibration's concurrent shift, as :meth:`Topology.shared_bus` does on loopback; a host
+    effect, stored in that link's :class:`~simulator.core.network.LinkEffects`).
     """
     through = Link(0.0, math.inf, "none")
     alpha = sum(p.latency_s for p in ports[:2]) if len(ports) > 1 else 0.0
     extra = None if busy_latency_s is None else max(0.0, busy_latency_s - alpha)
     links: dict[frozenset[Node], Link] = {
         frozenset(("sw", "host")): through,
-        frozenset(("host", "host'")): replace(through, busy_latency_s=extra),
+        frozenset(("host", "host'")): through.with_host(busy_latency_s=extra),
     }
     for r, link in enumerate(ports):
         links[frozenset((r, "sw"))] = link
@@ -220,9 +222,10 @@ def port_links(latency_s: float, bandwidth_Bps: float, calibrated_rates: Sequenc
 
     ``latency_s`` and ``bandwidth_Bps`` are the ping-pong fit's α and B on the calibrated
     network; each port gets half of α and η·R_k/8 bytes/s (see the module docstring), and
-    carries ``acks`` (ε, :func:`ack_fraction`) of acknowledgements against each transfer.
+    carries ``acks`` (ε, :func:`ack_fraction`) of acknowledgements against each transfer (a
+    host effect, in the port's :class:`~simulator.core.network.LinkEffects`).
     """
     eta = efficiency(bandwidth_Bps, calibrated_rates)
-    port = Link(latency_s / 2, bandwidth_Bps, contention,  # type: ignore[arg-type]
-                ack_fraction=acks)
+    port = Link(latency_s / 2, bandwidth_Bps, contention)  # type: ignore[arg-type]
+    port = port.with_host(ack_fraction=acks)
     return [replace(port, bandwidth_Bps=eta * r / 8) for r in rates]

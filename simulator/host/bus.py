@@ -5,20 +5,20 @@ Ranks on one host move every message through the CPUs' caches: the sender's kern
 into a socket buffer, the receiver's copies it out. While the bytes in flight fit in the caches
 the copies run at cache speed; once they do not, at the speed of memory, which all copies share.
 On the lab's two-core machine two 512 KiB messages crossing at once (one each way) moved their
-bytes at about 12 GB/s in all (their waits aside), two 8 MiB ones at 4.6 GB/s (chapter 2,
-"What the formulas miss"). A single rate fitted to large exchanges prices the mid-size steps
-of every collective at the speed of memory.
+bytes at about 12 GB/s in all (their waits aside), two 8 MiB ones at 4.6 GB/s
+(benchmarks/NOTES.md, "Chapter 2's measurement history"). A single rate fitted to large
+exchanges prices the mid-size steps of every collective at the speed of memory.
 
 The calibration's *concurrent exchange* (:func:`backends.primitives.pair_exchange`: rank ``r`` swaps
 ``n`` bytes with ``r xor 1``, every pair at once, receive posted first, timed back to back)
 measures the bus at loads ``f·n`` (``f`` messages in flight). :func:`bus_rates` turns those
-times into the bus's rate by load (:attr:`simulator.core.network.Link.bandwidth_by_load`):
+times into the bus's rate by load (:attr:`simulator.core.network.LinkEffects.bandwidth_by_load`):
 the rate at load ``f·n`` is what makes the simulated exchange, posted and timed as it was
 measured (:func:`pair_exchange`), take the measured time — the same self-consistency that
 :mod:`simulator.host.wakeup` gives the latency table.
 
 Which exchange the rates are solved from matters where sends wait for the receiver's
-receive-ready notice (gloo's, :attr:`Cluster.receiver_driven_sends`). In the plain exchange
+receive-ready notice (gloo's, :attr:`ClusterEffects.receiver_driven_sends`). In the plain exchange
 each rank posts its receive just before its send, so every simulated send waits for the
 partner's notice; priced as the calibration measures it (tens of µs among four ranks on two
 cores) that wait leaves less of the measured time to the bytes, the solved bus is faster than
@@ -29,7 +29,7 @@ same sizes sent round the ring and posted the way a ring posts its steps, so tha
 is paid in the solve exactly as often as in the ring, and — with three or more ranks — each
 connection carries one direction, as a ring's do. (A pair's exchange posted ahead pays
 something a ring does not: a send written at once by the calling thread holds the connection
-that the partner's message must be read from; chapter 2, "Who writes the bytes".)
+that the partner's message must be read from; benchmarks/NOTES.md, "Who writes the bytes".)
 
 That is priced apart (:func:`connection_rates`): with three ranks or more the calibration also
 times the same messages swapped between partners and posted the same way
@@ -207,7 +207,7 @@ def queued_weights(build: Callable[[Sequence[tuple[float, float]]], Cluster],
                    sizes: Sequence[int], times_s: Sequence[float]
                    ) -> tuple[tuple[float, float], ...]:
     """A queued send's weight by message size, ``((n, weight), …)``
-    (:attr:`Cluster.queued_weight_by_bytes`), with which the cluster ``build(table)``
+    (:attr:`ClusterEffects.queued_weight_by_bytes`), with which the cluster ``build(table)``
     simulates the calibration's plain exchange of ``n`` bytes per message
     (:func:`pair_exchange`, timed back to back) in its measured time (``times_s``, s).
 

@@ -7,15 +7,16 @@ calibration measured on the reader's host — and, for the collectives' loopback
 the host effects the calibration measured (the ping-pong's idle latency and ports, the chain,
 the bus by load, queued sends, reductions among messages) by simulating the very primitives
 that measured them (:mod:`~simulator.host.pingpong`, :mod:`~simulator.host.wakeup`,
-:mod:`~simulator.host.bus`, :mod:`~simulator.host.reduction`). It sits above
-:mod:`simulator.core`, which imports nothing from here.
+:mod:`~simulator.host.bus`, :mod:`~simulator.host.reduction`). Each effect has a name
+(:mod:`~simulator.host.effects`) and can be left out, down to none: the textbook tier. An entry
+calibrated on a shaped network gives that network's switch (:mod:`~simulator.host.shaped`).
+It sits above :mod:`simulator.core`, which imports nothing from here.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Collection, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -29,11 +30,14 @@ from simulator.core.calibration import (
 from simulator.core.hardware import PRESETS, Cluster, Device
 from simulator.core.hardware import preset as preset_cluster
 from simulator.core.network import Contention, Link, Topology
+from simulator.host.effects import resolve, switch_effects
+from simulator.host.shaped import shaped_cluster_from_entry
 
 
 def cluster_from_entry(entry: CalibrationEntry, world_size: int | None = None,
-                     contention: Contention = "fair", exchange_bus: bool = False,
-                     receiver_driven: bool = False) -> Cluster:
+                       contention: Contention = "fair", exchange_bus: bool = False,
+                       receiver_driven: bool = False,
+                       effects: Collection[str] | None = None) -> Cluster:
     """The simulated twin of a calibrated machine: ranks as processes on one host.
 
     Each rank is a CPU process. Its rates are the ones measured with ``entry.world_size``
@@ -54,20 +58,20 @@ def cluster_from_entry(entry: CalibrationEntry, world_size: int | None = None,
     exchanges of bandwidth-bound sizes only (:func:`exchange_bus_Bps`), even where that
     is below B, while a message alone on the bus still moves at B.
     ``receiver_driven``: sends wait for the receiver's receive-ready notice, as gloo's do
-    (:attr:`receiver_driven_sends`; loopback only, off: eager sends as calibrated); the
-    notice takes the calibrated ``ready_notice_s`` (α where it was not measured), and
-    posting a send or a receive the calibrated ``post_overhead_s`` (gloo's host-side cost,
-    measured with it). These are the collectives' loopback model, which also prices a
-    busy message's latency by the chain posted the way the collectives post their steps —
-    each receive one step ahead (``entry.chain_ahead_latency_s``, where measured) — with
-    messages that start together all counting one another as in flight
-    (:class:`Link`'s ``count_simultaneous``), and scales that table so that the simulated
-    chain takes the measured time per step (:func:`simulator.host.wakeup.chain_means`). The
-    chain between two ranks is a swap, and posted ahead its next notice queues behind its
-    send on the connection both directions use; two messages in flight that are *not* a
-    swap pay the plain chain's two-rank step instead (``one_way_pair_latency_s``). With
-    ``exchange_bus`` the bus's rate by load is solved
-    (:func:`simulator.host.bus.bus_rates`) from the ring's shift posted ahead where the
+    (:attr:`ClusterEffects.receiver_driven_sends`; loopback only, off: eager sends as
+    calibrated); the notice takes the calibrated ``ready_notice_s`` (α where it was not
+    measured), and posting a send or a receive the calibrated ``post_overhead_s`` (gloo's
+    host-side cost, measured with it). These are the collectives' loopback model, which
+    also prices a busy message's latency by the chain posted the way the collectives post
+    their steps — each receive one step ahead (``entry.chain_ahead_latency_s``, where
+    measured) — with messages that start together all counting one another as in flight
+    (:class:`LinkEffects`' ``count_simultaneous``), and scales that table so that the
+    simulated chain takes the measured time per step
+    (:func:`simulator.host.wakeup.chain_means`). The chain between two ranks is a swap, and
+    posted ahead its next notice queues behind its send on the connection both directions
+    use; two messages in flight that are *not* a swap pay the plain chain's two-rank step
+    instead (``one_way_pair_latency_s``). With ``exchange_bus`` the bus's rate by load is
+    solved (:func:`simulator.host.bus.bus_rates`) from the ring's shift posted ahead where the
     calibration has it and sends are receiver-driven — posted as the collectives post,
     so that the notice is paid in the solve as often as in the collectives — else from the
     plain exchanges; and where the calibration also timed the swap posted ahead (three
@@ -76,30 +80,44 @@ def cluster_from_entry(entry: CalibrationEntry, world_size: int | None = None,
     weighs the bytes of *queued* sends — posted before their receiver's notice came, as
     every send of the plain exchange is — by what makes the simulated plain exchange take
     its measured time (:func:`simulator.host.bus.queued_weights`,
-    :attr:`queued_weight_by_bytes`); bus, connections and weights are solved in turn
-    :data:`QUEUED_ROUNDS` times, since the shift's first step is queued too. Where the
+    :attr:`ClusterEffects.queued_weight_by_bytes`); bus, connections and weights are solved
+    in turn :data:`QUEUED_ROUNDS` times, since the shift's first step is queued too. Where the
     calibration timed the shift whose received messages are reduced before each next
     send (``entry.reduce_ahead_times_s``), every reduction is priced by size as it costs
     among messages in flight, solved over that bus so that the simulated reducing shift
     takes its measured time (:func:`simulator.host.reduction.reduction_times`,
-    :attr:`Device.reduce_s_by_bytes`). Before all
+    :attr:`ClusterEffects.reduce_s_by_bytes`). Before all
     that, this model's lone message — the latency of a message on an idle bus and each
     port's rate by load — is solved from the calibration's ping-pong so that the simulated
     ping-pong takes its measured time (:mod:`simulator.host.pingpong`): the fitted α
     already holds the posting and the notice that the model charges besides. Where the
     calibration timed the ping-pong's send returns (``entry.send_return_times_s``) a
     blocking send returns once the socket buffers hold what it has left, by size
-    (:attr:`buffered_sends`, :func:`send_buffers`), so that the ping-pong's reply finds
-    the notice of a receive posted while it was still arriving, as on the real host; and
+    (:attr:`ClusterEffects.buffered_sends`, :func:`send_buffers`), so that the ping-pong's
+    reply finds the notice of a receive posted while it was still arriving, as on the real host; and
     where it also timed the stream one way
     (``entry.stream_times_s``), whose sends never find one, a queued message alone on
     the bus is weighed so that the simulated stream takes its measured time
     (:func:`simulator.host.pingpong.stream_weights`,
-    :attr:`lone_queued_weight_by_bytes`), solved in turn with the ping-pong's α and
-    ports.
+    :attr:`ClusterEffects.lone_queued_weight_by_bytes`), solved in turn with the
+    ping-pong's α and ports. The cluster-wide effects go in :attr:`Cluster.host`
+    (:class:`~simulator.core.host_hooks.ClusterEffects`), the links' in each
+    :attr:`Link.host` (:class:`~simulator.core.network.LinkEffects`).
+
+    ``effects``: the host effects to apply, by name (:data:`~simulator.host.effects.HOST_EFFECTS`;
+    each one's requirements among them, else ``ValueError``) instead of the two switches,
+    which then stay off; ``None``: those the switches stand for
+    (:func:`~simulator.host.effects.switch_effects`). None of them gives the textbook tier
+    (:func:`simulator.host.factory.textbook_cluster`), all of them the collectives' model.
     """
     if entry.network != "loopback":
         return shaped_cluster_from_entry(entry, world_size, contention=contention)
+    if effects is not None and (exchange_bus or receiver_driven):
+        raise ValueError("give the host effects or the exchange_bus/receiver_driven "
+                         "switches, not both")
+    on = resolve(effects) if effects is not None else switch_effects(exchange_bus,
+                                                                      receiver_driven)
+    driven = "receiver_driven" in on
     world_size = world_size or entry.world_size
     device = Device(
         name=f"{entry.host}-cpu", flops_per_s=entry.flops_per_s,
@@ -107,9 +125,9 @@ def cluster_from_entry(entry: CalibrationEntry, world_size: int | None = None,
         reduce_Bps=entry.reduce_Bps, memcpy_Bps=entry.memcpy_Bps)
     lone: dict[str, Any] = {"alpha": entry.latency_s, "ports": (),  # the ping-pong's
                             "stream": ()}  # and the stream's
-    # the collectives' model: a blocking send returns once the socket buffers hold the rest
+    # a blocking send returns once the socket buffers hold the rest
     buffer = (send_buffers(entry.p2p_sizes, entry.p2p_times_s, entry.send_return_times_s)
-              if exchange_bus and receiver_driven else ())
+              if "send_buffers" in on else ())
     buffered = bool(buffer)
 
     def build(chain: Sequence[float], pair: float | None = None,
@@ -125,45 +143,47 @@ def cluster_from_entry(entry: CalibrationEntry, world_size: int | None = None,
         if entry.bus_bandwidth_Bps > 0:
             bus = max(entry.bus_bandwidth_Bps, entry.bandwidth_Bps,
                       *(rate for _, rate in ports))
-            busy = max(entry.bus_latency_s, entry.latency_s) if entry.bus_latency_s else None
-            shared = exchange_bus_Bps(entry) if exchange_bus else None
+            busy = (max(entry.bus_latency_s, entry.latency_s)
+                    if entry.bus_latency_s and "busy_latency" in on else None)
+            shared = exchange_bus_Bps(entry) if "exchange_bus" in on else None
             topo = Topology.shared_bus(world_size, link, shared or bus,
                                        busy or entry.latency_s, chain,
                                        solo_bus_Bps=bus if shared else None,
-                                       count_simultaneous=receiver_driven,
+                                       count_simultaneous=driven,
                                        one_way_pair_latency_s=pair, bus_by_load=by_load,
                                        connection_by_load=connection,
                                        port_by_load=ports)
         else:
             topo = Topology.fully_connected(world_size, link)
-        return replace(Cluster.homogeneous(f"local-{entry.backend}x{world_size}", device, topo),
-                       receiver_driven_sends=receiver_driven,
-                       ready_notice_s=entry.ready_notice_s,
-                       post_overhead_s=(entry.post_overhead_s or 0.0) if receiver_driven
-                       else 0.0,
-                       queued_weight_by_bytes=tuple(queued) if receiver_driven else (),
-                       lone_queued_weight_by_bytes=(tuple(lone_queued) if receiver_driven
-                                                    else ()),
-                       buffered_sends=buffered, send_buffer_by_bytes=buffer)
+        cluster = Cluster.homogeneous(f"local-{entry.backend}x{world_size}", device, topo)
+        return cluster.with_host(
+            receiver_driven_sends=driven,
+            ready_notice_s=entry.ready_notice_s if driven else None,
+            post_overhead_s=(entry.post_overhead_s or 0.0) if "post_overhead" in on else 0.0,
+            queued_weight_by_bytes=tuple(queued) if driven else (),
+            lone_queued_weight_by_bytes=tuple(lone_queued) if driven else (),
+            buffered_sends=buffered, send_buffer_by_bytes=buffer)
 
-    if (exchange_bus and receiver_driven and entry.bus_bandwidth_Bps > 0
-            and len(entry.p2p_sizes) >= 2):  # the collectives' model: its own ping-pong
+    streamed = "lone_stream" in on and buffered and bool(entry.stream_times_s)
+    if ((streamed or on & {"idle_latency", "port_rates"}) and entry.bus_bandwidth_Bps > 0
+            and len(entry.p2p_sizes) >= 2):  # a lone message: solved from the ping-pong
         from simulator.host.pingpong import idle_latency, port_rates, stream_weights
 
         sizes, times = entry.p2p_sizes, entry.p2p_times_s
-        streamed = buffered and bool(entry.stream_times_s)
         for _ in range(PING_PONG_ROUNDS):
-            lone["alpha"] = idle_latency(lambda a: build((), alpha=a), sizes, times,
-                                         entry.latency_s, entry.bandwidth_Bps)
-            lone["ports"] = port_rates(lambda t: build((), ports=t), sizes, times,
-                                       entry.bandwidth_Bps)
+            if "idle_latency" in on:
+                lone["alpha"] = idle_latency(lambda a: build((), alpha=a), sizes, times,
+                                             entry.latency_s, entry.bandwidth_Bps)
+            if "port_rates" in on:
+                lone["ports"] = port_rates(lambda t: build((), ports=t), sizes, times,
+                                           entry.bandwidth_Bps)
             if streamed:  # a queued lone message (the ping-pong's first is one, too)
                 lone["stream"] = stream_weights(lambda t: build((), lone_queued=t),
                                                 entry.exchange_sizes, entry.stream_times_s)
-    ahead = receiver_driven and bool(entry.chain_ahead_latency_s)
-    chain = chain_latencies(entry, ahead=ahead)
+    ahead = driven and bool(entry.chain_ahead_latency_s)
+    chain = chain_latencies(entry, ahead=ahead) if "wakeup_chain" in on else ()
     pair = None
-    if receiver_driven and chain and entry.bus_bandwidth_Bps > 0:
+    if driven and chain and entry.bus_bandwidth_Bps > 0:
         from simulator.host.wakeup import chain_means
 
         plain_pair = chain_latencies(entry)[:1]
@@ -171,31 +191,34 @@ def cluster_from_entry(entry: CalibrationEntry, world_size: int | None = None,
             pair = chain_means(build, plain_pair, ahead=False)[0]
         chain = chain_means(lambda table: build(table, pair), chain, ahead)
     by_load: tuple[tuple[float, float], ...] = ()
-    if (exchange_bus and entry.bus_bandwidth_Bps > 0 and entry.exchange_sizes
+    if ("bus_by_load" in on and entry.bus_bandwidth_Bps > 0 and entry.exchange_sizes
             and world_size == entry.world_size):  # the exchange as it was measured
         from simulator.core.shaped import shift_flows
         from simulator.host.bus import bus_rates, connection_rates, queued_weights
 
-        ahead_times = entry.shift_ahead_times_s if receiver_driven else []
+        ahead_times = entry.shift_ahead_times_s if driven else []
         flows = (shift_flows if ahead_times else exchange_flows)(entry.world_size)
         connection: tuple[tuple[float, float], ...] = ()
         queued: tuple[tuple[float, float], ...] = ()
         # queued sends are weighed by the plain exchange; the shift's first step has them
         # too: each round solves the bus and the connections with the last round's weights
-        for _ in range(QUEUED_ROUNDS if ahead_times else 1):
+        weighed = bool(ahead_times) and "queued_weight" in on
+        for _ in range(QUEUED_ROUNDS if weighed else 1):
             by_load = bus_rates(partial(build, chain, pair, queued=queued),
                                 entry.exchange_sizes, ahead_times or entry.exchange_times_s,
                                 flows, ahead=bool(ahead_times))
             if not (ahead_times and by_load):
                 break
-            if entry.swap_ahead_times_s:
+            if entry.swap_ahead_times_s and "connections" in on:
                 connection = connection_rates(
                     partial(build, chain, pair, by_load, queued=queued),
                     entry.exchange_sizes, entry.swap_ahead_times_s)
-            queued = queued_weights(partial(build, chain, pair, by_load, connection),
-                                    entry.exchange_sizes, entry.exchange_times_s)
+            if weighed:
+                queued = queued_weights(partial(build, chain, pair, by_load, connection),
+                                        entry.exchange_sizes, entry.exchange_times_s)
         cluster = build(chain, pair, by_load, connection, queued)
-        if ahead_times and entry.reduce_ahead_times_s and by_load:
+        if (ahead_times and entry.reduce_ahead_times_s and by_load
+                and "reduction_among_messages" in on):
             # a reduction among messages, solved over the bus just solved
             from simulator.host.reduction import reduction_times
 
@@ -214,70 +237,13 @@ def local_host_cluster(world_size: int, backend: str = "gloo", path: str | Path 
     return cluster_from_entry(find_entry(world_size, backend, host, path),
                                 exchange_bus=exchange_bus, receiver_driven=receiver_driven)
 
-def shaped_host_cluster(world_size: int, bandwidth: str | Sequence[str | int] = "1gbit",
-           backend: str = "gloo", path: str | Path | None = None,
-           host: str | None = None) -> Cluster:
-    """This machine's ranks on the shaped network of :mod:`backends.shaped`.
-
-    A switch with one port per rank, rank ``k``'s port as fast as its link shaped to
-    ``bandwidth`` (one rate, or one per rank) carries payload; α, the links' efficiency
-    and the ranks' rates come from the calibration made on that very network
-    (``distml-lab calibrate --network shaped --bandwidth …``). See
-    :mod:`simulator.core.shaped`.
-    """
-    from simulator.core.shaped import network_key, parse_bandwidths
-
-    parse_bandwidths(bandwidth, world_size)  # one rate, or exactly one per rank
-    entry = find_entry(world_size, backend, host, path, network_key("shaped", bandwidth))
-    return shaped_cluster_from_entry(entry, world_size)
-
-def shaped_cluster_from_entry(entry: CalibrationEntry, world_size: int | None = None,
-                bandwidth: str | Sequence[str | int] | None = None,
-                contention: Contention = "fair") -> Cluster:
-    """The shaped switch priced by a shaped-network calibration ``entry``.
-
-    Each port carries half the fitted α and η·R_k/8 bytes/s, η the payload efficiency of
-    the calibrated rank 0 ↔ 1 link (:func:`simulator.core.shaped.port_links`), and the
-    acknowledgements of what it receives as the calibration's concurrent shift measured
-    them (:func:`simulator.core.shaped.ack_fraction`); a message among others in flight
-    pays the shift's latency. A send returns once the rest fits in the socket send buffer
-    the calibration measured (``entry.send_buffer_bytes``; not measured: at once). The rates
-    R_k are the calibrated network's, or ``bandwidth``'s (what-if: other rates, the same
-    framing).
-    """
-    from simulator.core.shaped import (
-        ack_fraction,
-        key_rates,
-        parse_bandwidths,
-        port_links,
-        shaped_topology,
-        spec_text,
-    )
-
-    world_size = world_size or entry.world_size
-    calibrated = key_rates(entry.network)
-    rates = parse_bandwidths(bandwidth if bandwidth is not None else calibrated,
-                             world_size)
-    device = Device(
-        name=f"{entry.host}-cpu", flops_per_s=entry.flops_per_s,
-        mem_bandwidth_Bps=3 * entry.reduce_Bps, memory_bytes=math.inf,
-        reduce_Bps=entry.reduce_Bps, memcpy_Bps=entry.memcpy_Bps)
-    acks = ack_fraction(entry.bandwidth_Bps, entry.bus_bandwidth_Bps, entry.world_size,
-                        calibrated)
-    ports = port_links(entry.latency_s, entry.bandwidth_Bps, calibrated, rates, contention,
-                       acks)
-    return Cluster(f"shaped-{spec_text(rates)}x{world_size}", (device,) * world_size,
-               shaped_topology(ports, busy_latency_s=entry.bus_latency_s or None),
-               buffered_sends=True, send_buffer_bytes=entry.send_buffer_bytes)
-
-
 def send_buffers(sizes: Sequence[int], one_way_s: Sequence[float],
                  return_s: Sequence[float]) -> tuple[tuple[float, float], ...]:
     """What a blocking send leaves unsent as it returns, by message size,
-    ``((n, bytes), …)`` (:attr:`Cluster.send_buffer_by_bytes`): ``n·(1 − t_return/t)`` for
-    each size of the ping-pong whose one-way time ``t`` and send return ``t_return`` (s)
-    were measured — the share of its one-way time still to go when the sender was free.
-    Empty when the returns were not measured."""
+    ``((n, bytes), …)`` (:attr:`ClusterEffects.send_buffer_by_bytes`):
+    ``n·(1 − t_return/t)`` for each size of the ping-pong whose one-way time ``t`` and send
+    return ``t_return`` (s) were measured — the share of its one-way time still to go when
+    the sender was free. Empty when the returns were not measured."""
     if len(return_s) != len(sizes):
         return ()
     return tuple((float(n), n * min(1.0, max(0.0, 1.0 - ret / t)))
@@ -336,9 +302,9 @@ def chain_latencies(entry: CalibrationEntry, ahead: bool = False) -> tuple[float
 
 
 def with_reductions(cluster: Cluster, table: Sequence[tuple[float, float]]) -> Cluster:
-    """``cluster`` whose every device reduces as ``table`` says (``Device.reduce_s_by_bytes``)."""
-    return replace(cluster, devices=tuple(replace(d, reduce_s_by_bytes=tuple(table))
-                                          for d in cluster.devices))
+    """``cluster`` whose every rank reduces as ``table`` says
+    (:attr:`~simulator.core.host_hooks.ClusterEffects.reduce_s_by_bytes`)."""
+    return cluster.with_host(reduce_s_by_bytes=tuple(table))
 
 
 def preset(name: str, world_size: int, calibration: str | Path | None = None,
@@ -353,5 +319,4 @@ def preset(name: str, world_size: int, calibration: str | Path | None = None,
 
 
 __all__ = ["PRESETS", "chain_latencies", "cluster_from_entry", "exchange_bus_Bps",
-           "local_host_cluster", "preset", "send_buffers", "shaped_cluster_from_entry",
-           "shaped_host_cluster", "with_reductions"]
+           "local_host_cluster", "preset", "send_buffers", "with_reductions"]

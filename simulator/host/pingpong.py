@@ -25,11 +25,11 @@ the bus, this module makes the model reproduce the primitive it is calibrated fr
   the simulated stream one way (:func:`simulator.collectives.point_to_point.stream`, OSU's
   bandwidth test) takes its measured time. A ping-pong's sends find their receiver's notice —
   the blocking send that began the round trip returned once its socket buffer held the rest
-  (:attr:`Cluster.send_buffer_bytes`), so the reply's receive was posted before the reply —
+  (:attr:`ClusterEffects.send_buffer_bytes`), so the reply's receive was posted before the reply —
   while a stream's do not: each is posted the moment the last one returned, before the
   receiver has posted its next receive. Gloo's I/O thread writes such a send when the notice
   comes, and on the lab's host a stream of them moved 1 MiB and more a fifth to a third
-  slower than the ping-pong (chapter 2, "A stream one way").
+  slower than the ping-pong (benchmarks/NOTES.md, "A stream one way").
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ def stream_weights(build: Callable[[Sequence[tuple[float, float]]], Cluster],
                    sizes: Sequence[int], times_s: Sequence[float]
                    ) -> tuple[tuple[float, float], ...]:
     """A queued lone message's weight by size, ``((n, weight), …)``
-    (:attr:`Cluster.lone_queued_weight_by_bytes`), with which the cluster ``build(table)``
+    (:attr:`ClusterEffects.lone_queued_weight_by_bytes`), with which the cluster ``build(table)``
     simulates the calibration's stream one way of ``n`` bytes a message in its measured time
     (``times_s``, s, one message).
 

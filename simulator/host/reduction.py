@@ -4,12 +4,12 @@
 and Gropp 2005; REFERENCES.md): ``a.add_(b)`` on 16 MiB buffers, every rank at once, nothing
 else running. A collective's reductions run elsewhere: between a receive's end and the next
 send, on bytes another core has just written, while the ring's other messages are copied
-through the kernel. On the lab's two-core host that costs far more (chapter 2, "A reduction
-among messages"; ``benchmarks/reduction_among_messages.py``): four ranks each reducing a 1 MiB
-message between the steps of the ring's shift added 0.5–0.6 ms a step where the same
+through the kernel. On the lab's two-core host that costs far more (benchmarks/NOTES.md, "A
+reduction among messages"; ``benchmarks/reduction_among_messages.py``): four ranks each reducing
+a 1 MiB message between the steps of the ring's shift added 0.5–0.6 ms a step where the same
 reductions alone took 0.12 ms, 256 KiB ones 0.11–0.15 ms against 0.03. A ``fill_`` of the same
-bytes cost half to three quarters of that, a busy loop of the reduction's length much less:
-what it costs is mostly the memory the messages' copies also use, not the cores' time.
+bytes cost half to three quarters of that, a busy loop of the reduction's length much less: what
+it costs is mostly the memory the messages' copies also use, not the cores' time.
 
 The calibration therefore times the reduction where the collectives run it — the shift posted
 ahead whose every received message is reduced before the next send
@@ -17,7 +17,7 @@ ahead whose every received message is reduced before the next send
 plain shift of the same bytes — and :func:`reduction_times` turns the pair into a reduction's
 time by size, solved, as the bus is (:mod:`simulator.host.bus`), so that the simulated
 primitive (:func:`reduce_ahead`) takes its measured time. The collectives' model prices every
-reduction by that table (``Device.reduce_s_by_bytes``); no collective is measured to make it.
+reduction by that table (``Cluster.host.reduce_s_by_bytes``); no collective is measured to make it.
 """
 
 from __future__ import annotations

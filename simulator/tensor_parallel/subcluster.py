@@ -52,6 +52,10 @@ def subcluster(cluster: Cluster, ranks: Sequence[int]) -> Cluster:
         return [src] + [rename(c[1]) for c in channels]
 
     topology = Topology(len(ranks), links, f"{full.name}[{len(ranks)}]", router)
-    return Cluster(f"{cluster.name}[{len(ranks)}]",
-                   tuple(cluster.devices[g] for g in ranks), topology, cluster.buffered_sends,
-                   send_buffer_bytes=cluster.send_buffer_bytes)
+    sub = Cluster(f"{cluster.name}[{len(ranks)}]", tuple(cluster.devices[g] for g in ranks),
+                  topology)
+    if cluster.host is None:
+        return sub
+    # of the host effects, the sends' socket buffering (a shaped network's) carries over
+    return sub.with_host(buffered_sends=cluster.host.buffered_sends,
+                         send_buffer_bytes=cluster.host.send_buffer_bytes)

@@ -70,14 +70,16 @@ def test_quick_calibration_writes_an_entry_the_simulator_reads(tmp_path, monkeyp
     local = local_host_cluster(2, path=path)
     assert local.topology.name == "shared_bus"
     assert local.topology.path_latency_s(0, 1) == pytest.approx(entry.latency_s)
-    assert not local.receiver_driven_sends  # opt-in: the collectives' comparisons only
+    # opt-in: the collectives' comparisons only; every other model's sends are MPI's (no
+    # receiver-driven sends, free posts, sends that complete on arrival, as calibrated)
+    assert local.host is None
     driven = local_host_cluster(2, path=path, exchange_bus=True, receiver_driven=True)
-    assert driven.receiver_driven_sends and driven.ready_notice_s == entry.ready_notice_s
-    assert driven.post_overhead_s == entry.post_overhead_s and local.post_overhead_s == 0
-    # the collectives' model returns a send once its socket buffer holds the rest; every
-    # other model keeps sends that complete on arrival, as it was calibrated
-    assert driven.buffered_sends and driven.send_buffer_by_bytes
-    assert not local.buffered_sends and not local.lone_queued_weight_by_bytes
+    host = driven.host
+    assert host is not None
+    assert host.receiver_driven_sends and host.ready_notice_s == entry.ready_notice_s
+    assert host.post_overhead_s == entry.post_overhead_s
+    # the collectives' model returns a send once its socket buffer holds the rest
+    assert host.buffered_sends and host.send_buffer_by_bytes
 
 
 def test_calibration_needs_two_ranks(tmp_path):

@@ -15,8 +15,8 @@ def test_gloo_ring_segments_pay_the_concurrent_exchanges_latency_not_the_chain()
                          chain_latency_s=[2e-5, 4e-4, 1.5e-3])
     c = gloo_ring_cluster(e, 4)
     bus = c.topology.link(("bus_in", "bus_out"))
-    assert bus.busy_latency_by_flows == ()  # no chain of 4 KiB waits per MiB segment
-    assert bus.busy_latency_s == pytest.approx(6e-4)
+    assert bus.host.busy_latency_by_flows == ()  # no chain of 4 KiB waits per MiB segment
+    assert bus.host.busy_latency_s == pytest.approx(6e-4)
     # the first segment of a step pays the exchanges' latency too, never below the idle α
     assert c.topology.path_latency_s(0, 3) == pytest.approx(6e-4)
     low = gloo_ring_cluster(replace(e, bus_latency_s=1e-5), 4)

@@ -28,14 +28,14 @@ def test_the_simulated_exchange_takes_the_measured_time_at_every_bandwidth_bound
     cal = entry(world, times)
     model = cluster_from_entry(cal, exchange_bus=True, receiver_driven=True)
     bus = model.topology.link(("bus_in", "bus_out"))
-    loads = [load for load, _ in bus.bandwidth_by_load]
+    loads = [load for load, _ in bus.host.bandwidth_by_load]
     flows = 2 * (world // 2)
     assert loads == sorted(loads) and set(loads) <= {flows * n for n in SIZES}
     for n, measured in zip(SIZES, times, strict=True):
         if flows * n in loads:
             assert exchange_s(model, n) == pytest.approx(measured, rel=0.03)
     # its waits aside, the 1 MiB exchange moves its bytes twice as fast as the 16 MiB one
-    rates = dict(bus.bandwidth_by_load)
+    rates = dict(bus.host.bandwidth_by_load)
     assert rates[flows * 2**20] > 1.8 * rates[flows * 2**24]
 
 
@@ -48,7 +48,7 @@ def test_the_bus_is_solved_from_the_shift_posted_ahead_where_it_was_measured(wor
                           for c in (plain, ahead))
     rates = {}
     for name, model in (("plain", by_plain), ("ahead", by_ahead)):
-        rates[name] = dict(model.topology.link(("bus_in", "bus_out")).bandwidth_by_load)
+        rates[name] = dict(model.topology.link(("bus_in", "bus_out")).host.bandwidth_by_load)
     flows = world  # at 2 and 4 ranks as many messages in flight as in the exchange
     for n, measured in zip(SIZES, times, strict=True):
         if flows * n in rates["ahead"]:  # the solve reproduces the shift it was solved from
@@ -66,7 +66,7 @@ def test_a_swap_slower_than_the_shift_prices_the_connection_and_leaves_the_ring_
     swap = shift[:2] + [1.3 * t for t in shift[2:]]  # swapped: slower from 1 MiB up
     cal = replace(entry(4, shift), shift_ahead_times_s=shift, swap_ahead_times_s=swap)
     model = cluster_from_entry(cal, exchange_bus=True, receiver_driven=True)
-    rates = dict(model.topology.link(connection_channel(0, 1)).bandwidth_by_load)
+    rates = dict(model.topology.link(connection_channel(0, 1)).host.bandwidth_by_load)
     assert set(rates) == {2 * n for n in SIZES}
     # every size the connection limits, it limits to the swap's measured time; the three
     # that ran slower than the ring's steps are among them
@@ -79,7 +79,7 @@ def test_a_swap_slower_than_the_shift_prices_the_connection_and_leaves_the_ring_
     # the slow-down is the connection's, not the bus's: slower per byte where it was 1.3 ×
     assert rates[2 * SIZES[-1]] < rates[2 * SIZES[0]]
     # the ring's steps never share a connection: the shift still takes its measured time
-    bus = dict(model.topology.link(("bus_in", "bus_out")).bandwidth_by_load)
+    bus = dict(model.topology.link(("bus_in", "bus_out")).host.bandwidth_by_load)
     for n, measured in zip(SIZES, shift, strict=True):
         if 4 * n in bus:
             assert exchange_s(model, n, ahead=True) == pytest.approx(measured, rel=0.03)
@@ -113,7 +113,7 @@ def test_an_exchange_that_is_all_waiting_fixes_no_rate():
 def test_other_models_keep_one_bus_rate():
     cal = entry(2, [1.2e-4, 2.0e-4, 6.0e-4, 4.0e-3, 1.6e-2])
     plain = cluster_from_entry(cal)  # every chapter but the collectives
-    assert plain.topology.link(("bus_in", "bus_out")).bandwidth_by_load == ()
+    assert plain.topology.link(("bus_in", "bus_out")).host.bandwidth_by_load == ()
 
 
 @pytest.mark.parametrize("world", [2, 4])
@@ -122,10 +122,10 @@ def test_queued_sends_weigh_what_makes_the_plain_exchange_take_its_measured_time
     exchange = shift[:2] + [1.25 * t for t in shift[2:]]  # plain: slower from 1 MiB up
     cal = replace(entry(world, exchange), shift_ahead_times_s=shift)
     model = cluster_from_entry(cal, exchange_bus=True, receiver_driven=True)
-    weights = dict(model.queued_weight_by_bytes)
+    weights = dict(model.host.queued_weight_by_bytes)
     assert set(weights) == {float(n) for n in SIZES}
     assert all(weights[n] > 1.05 for n in SIZES[2:])  # every size that ran slower weighs
-    bus = dict(model.topology.link(("bus_in", "bus_out")).bandwidth_by_load)
+    bus = dict(model.topology.link(("bus_in", "bus_out")).host.bandwidth_by_load)
     for n, plain, ahead in zip(SIZES, exchange, shift, strict=True):
         if weights[n] > 1.0:  # the plain exchange, all of its sends queued, as measured
             assert exchange_s(model, n) == pytest.approx(plain, rel=0.03)
@@ -134,6 +134,6 @@ def test_queued_sends_weigh_what_makes_the_plain_exchange_take_its_measured_time
     # a plain exchange no slower than the shift: nothing to weigh
     same = replace(cal, exchange_times_s=shift)
     assert cluster_from_entry(same, exchange_bus=True,
-                                    receiver_driven=True).queued_weight_by_bytes == ()
-    # eager sends (every other model) are never queued
-    assert cluster_from_entry(cal, exchange_bus=True).queued_weight_by_bytes == ()
+                                    receiver_driven=True).host.queued_weight_by_bytes == ()
+    # eager sends (every other model) are never queued: no host effects on the sends at all
+    assert cluster_from_entry(cal, exchange_bus=True).host is None

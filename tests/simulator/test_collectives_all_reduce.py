@@ -1,7 +1,6 @@
 """All-reduce: traffic per rank, the tree tables, the tree-vs-ring crossover, the hierarchy on
 two-level clusters, and the ring's fast path against the per-rank simulation."""
 
-from dataclasses import replace
 
 import pytest
 from hypothesis import given
@@ -133,11 +132,11 @@ def test_fast_path_equals_the_per_rank_simulation(topology, p, extra):
 
 
 @pytest.mark.parametrize(("p", "extra"), [(4, 0), (5, 12), (8, 4)])
-def test_fast_path_prices_reductions_as_the_devices_do(p, extra):
+def test_fast_path_prices_reductions_as_the_host_does(p, extra):
     # reductions read from a table by size (simulator.host.reduction), chunks of two sizes
     table = ((2048.0, 3e-5), (8192.0, 5e-5))
     c = cluster(Topology.switch(p, FAIR))
-    c = replace(c, devices=tuple(replace(d, reduce_s_by_bytes=table) for d in c.devices))
+    c = c.with_host(reduce_s_by_bytes=table)
     n = 4 * p * 1000 + extra
     assert ring_all_reduce_fast(c, n) == pytest.approx(makespan(c, ring_all_reduce, n),
                                                        rel=1e-9)

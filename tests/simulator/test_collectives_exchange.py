@@ -42,7 +42,6 @@ def test_receives_posted_ahead_leave_only_each_phases_first_step_waiting_for_its
     the receive was posted a step ahead (as the real rings and recursive doubling do): then
     only a phase's first step pays it, one α; a tree's root waits once, as its children post
     their receives at the start."""
-    from dataclasses import replace
 
     from simulator.collectives.all_gather import ring_all_gather
     from simulator.collectives.all_reduce import recursive_doubling_all_reduce, ring_all_reduce
@@ -52,7 +51,7 @@ def test_receives_posted_ahead_leave_only_each_phases_first_step_waiting_for_its
     alpha = 1e-3
     eager = Cluster.homogeneous(
         "t", Device("t", 1e9, 3e9, 1e9), Topology.fully_connected(p, Link(alpha, 1e9, "none")))
-    driven = replace(eager, receiver_driven_sends=True)
+    driven = eager.with_host(receiver_driven_sends=True)
     folds = 0 if p & (p - 1) == 0 else 1  # a non-power of two folds in first: one more phase
     for program, phases in ((ring_all_gather, 1), (ring_all_reduce, 2),
                             (recursive_doubling_all_reduce, 1 + folds),

@@ -110,8 +110,7 @@ def test_bad_peer_is_a_clear_error():
 
 
 def _driven(p=2, alpha=1e-3, bw=1e9):
-    from dataclasses import replace
-    return replace(make(p, "none", alpha, bw), receiver_driven_sends=True)
+    return make(p, "none", alpha, bw).with_host(receiver_driven_sends=True)
 
 
 def test_receiver_driven_send_waits_for_a_late_receive_and_its_notice():
@@ -130,8 +129,7 @@ def test_receiver_driven_send_waits_for_a_late_receive_and_its_notice():
     # ready notice leaves at 5 ms, reaches rank 0 an α later; then the message's α + n/B
     assert driven.finish_s[0] == pytest.approx(5e-3 + alpha + alpha + wire)
     assert driven.finish_s[1] == pytest.approx(driven.finish_s[0])
-    from dataclasses import replace
-    measured = run_spmd(replace(_driven(alpha=alpha), ready_notice_s=2e-4), program)
+    measured = run_spmd(_driven(alpha=alpha).with_host(ready_notice_s=2e-4), program)
     assert measured.finish_s[0] == pytest.approx(5e-3 + 2e-4 + alpha + wire)  # a calibrated notice
 
 
@@ -181,8 +179,6 @@ def test_a_ring_of_blocking_sends_deadlocks_when_sends_are_receiver_driven():
 
 
 def test_posting_costs_the_rank_its_overhead_one_post_after_another():
-    from dataclasses import replace
-
     o, alpha = 1e-4, 1e-3
 
     def program(comm):
@@ -196,7 +192,7 @@ def test_posting_costs_the_rank_its_overhead_one_post_after_another():
             yield from comm.recv(0, 8)
             yield from comm.send(0, 8)
 
-    result = run_spmd(replace(make(2, "none", alpha), post_overhead_s=o), program)
+    result = run_spmd(make(2, "none", alpha).with_host(post_overhead_s=o), program)
     # rank 1 posts its receive at o; rank 0's message leaves at 2·o and lands at 2·o + α;
     # rank 1's send is posted o after that, and lands another α later
     assert result.finish_s[1] == pytest.approx(3 * o + alpha + 8e-9 + alpha + 8e-9)
@@ -206,8 +202,6 @@ def test_posting_costs_the_rank_its_overhead_one_post_after_another():
 
 
 def test_local_work_waits_for_the_ranks_own_posts():
-    from dataclasses import replace
-
     def program(comm):
         if comm.rank == 0:
             comm.isend(1, 8)
@@ -218,13 +212,11 @@ def test_local_work_waits_for_the_ranks_own_posts():
         yield from comm.recv(0, 8)
         yield from comm.recv(0, 8)
 
-    result = run_spmd(replace(make(2), post_overhead_s=1e-4), program)
+    result = run_spmd(make(2).with_host(post_overhead_s=1e-4), program)
     assert result.returns[0] == pytest.approx(2e-4)
 
 
 def test_a_send_posted_before_its_notice_came_is_queued_and_weighs_more():
-    from dataclasses import replace
-
     from simulator.core.network import log_interpolate
 
     n, alpha, bw = 10**6, 1e-4, 1e9
@@ -241,8 +233,8 @@ def test_a_send_posted_before_its_notice_came_is_queued_and_weighs_more():
 
     # one bus that both messages share (a weight counts only where a channel is shared)
     bus = Cluster.homogeneous("t", DEV, Topology.shared_bus(2, Link(alpha, 1e12, "fair"), bw))
-    heavy = replace(bus, receiver_driven_sends=True, post_overhead_s=1e-5,
-                    queued_weight_by_bytes=((1.0, 3.0),))
+    heavy = bus.with_host(receiver_driven_sends=True, post_overhead_s=1e-5,
+                          queued_weight_by_bytes=((1.0, 3.0),))
     # posted right after the receive (10 µs each): the notice leaves as the partner's
     # receive is posted and comes α later, after this rank began to post its send — queued:
     # the two messages share the bus at one rate r, 3r + 3r = B
@@ -253,20 +245,19 @@ def test_a_send_posted_before_its_notice_came_is_queued_and_weighs_more():
     assert late.makespan_s == pytest.approx(1e-3 + 1e-5 + alpha + 2 * n / bw)
     # the weight is read from the table by message size, log-linearly
     table = ((2.0**20, 1.0), (2.0**24, 1.5))
-    assert replace(heavy, queued_weight_by_bytes=table).queued_weight(2**22) == pytest.approx(
+    weighed = heavy.with_host(queued_weight_by_bytes=table).host
+    assert weighed is not None and weighed.queued_weight(2**22) == pytest.approx(
         log_interpolate(table, 2**22)) == pytest.approx(1.25)
-    assert _driven().queued_weight(n) == 1.0  # no table: a byte is a byte
+    assert _driven().host.queued_weight(n) == 1.0  # no table: a byte is a byte
 
 
 def test_a_stream_is_queued_and_weighs_alone_while_a_buffered_ping_pong_finds_its_notice():
-    from dataclasses import replace
-
     from simulator.collectives.point_to_point import ping_pong, stream
 
     n, alpha, bw, calls = 10**6, 1e-4, 1e9, 4
     bus = Cluster.homogeneous("t", DEV, Topology.shared_bus(2, Link(alpha, 1e12, "fair"), bw))
-    driven = replace(bus, receiver_driven_sends=True, post_overhead_s=1e-5)
-    buffered = replace(driven, buffered_sends=True, send_buffer_bytes=4 * n)
+    driven = bus.with_host(receiver_driven_sends=True, post_overhead_s=1e-5)
+    buffered = driven.with_host(buffered_sends=True, send_buffer_bytes=4 * n)
     lone = ((1.0, 2.0),)  # a queued byte alone on the bus weighs 2
 
     def makespan(cluster, program):
@@ -275,17 +266,17 @@ def test_a_stream_is_queued_and_weighs_alone_while_a_buffered_ping_pong_finds_it
     # the stream: each send is posted before rank 1 posted its next receive — queued, and
     # alone on the bus each of its bytes takes two bytes' worth of the bus
     plain = makespan(buffered, stream)
-    heavy = makespan(replace(buffered, lone_queued_weight_by_bytes=lone), stream)
+    heavy = makespan(buffered.with_host(lone_queued_weight_by_bytes=lone), stream)
     assert heavy - plain == pytest.approx(calls * n / bw, rel=1e-9)
     # the ping-pong: rank 0's send returns once the socket buffer holds the rest (here at
     # once), it posts the receive of the reply, and the notice is there before the reply
     # is posted — no send but the first is queued, and the first only at its start
-    pp = makespan(replace(buffered, lone_queued_weight_by_bytes=lone), ping_pong)
+    pp = makespan(buffered.with_host(lone_queued_weight_by_bytes=lone), ping_pong)
     first_queued = n / bw  # the very first send found no notice either
     assert pp == pytest.approx(makespan(buffered, ping_pong) + first_queued, rel=1e-9)
     # without the socket buffer a send completes on arrival: the reply's notice comes only
     # after the reply was posted, every message is queued and weighs 2
-    unbuffered = makespan(replace(driven, lone_queued_weight_by_bytes=lone), ping_pong)
+    unbuffered = makespan(driven.with_host(lone_queued_weight_by_bytes=lone), ping_pong)
     assert unbuffered == pytest.approx(makespan(driven, ping_pong) + 2 * calls * n / bw,
                                        rel=1e-9)
-    assert driven.lone_queued_weight(n) == 1.0  # no table: a byte is a byte
+    assert driven.host.lone_queued_weight(n) == 1.0  # no table: a byte is a byte

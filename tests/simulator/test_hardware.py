@@ -74,11 +74,11 @@ def test_a_calibrated_chain_prices_messages_by_how_many_are_in_flight():
     assert chain_latencies(e) == pytest.approx((5e-5, 4e-4, 1.5e-3))
     c = cluster_from_entry(e)
     bus = c.topology.link(("bus_in", "bus_out"))
-    assert bus.busy_latency_by_flows == pytest.approx((5e-5, 4e-4, 1.5e-3))
+    assert bus.host.busy_latency_by_flows == pytest.approx((5e-5, 4e-4, 1.5e-3))
     # an entry without the chain keeps one busy latency for any number in flight
     flat = cluster_from_entry(replace(e, chain_latency_s=[]))
-    assert flat.topology.link(("bus_in", "bus_out")).busy_latency_by_flows == ()
-    assert flat.topology.link(("bus_in", "bus_out")).busy_latency_s == 6e-4
+    assert flat.topology.link(("bus_in", "bus_out")).host.busy_latency_by_flows == ()
+    assert flat.topology.link(("bus_in", "bus_out")).host.busy_latency_s == 6e-4
     # the exchanges' intercept does not switch the chain off: timed back to back, it can
     # fall below α while the chain still measures each message's wait
     assert chain_latencies(replace(e, bus_latency_s=2e-5)) == pytest.approx((5e-5, 4e-4, 1.5e-3))
@@ -99,6 +99,6 @@ def test_the_exchange_bus_is_fitted_to_bandwidth_bound_exchanges_only():
     # opt-in: shared messages split 3 GB/s, a message alone keeps the ping-pong's B = 4 GB/s
     shared = cluster_from_entry(e, exchange_bus=True)
     bus = shared.topology.link(("bus_in", "bus_out"))
-    assert bus.bandwidth_Bps == pytest.approx(3e9) and bus.solo_bandwidth_Bps == 5e9
+    assert bus.bandwidth_Bps == pytest.approx(3e9) and bus.host.solo_bandwidth_Bps == 5e9
     plain = cluster_from_entry(e).topology.link(("bus_in", "bus_out"))
-    assert plain.bandwidth_Bps == 5e9 and plain.solo_bandwidth_Bps is None
+    assert plain.bandwidth_Bps == 5e9 and plain.host.solo_bandwidth_Bps is None

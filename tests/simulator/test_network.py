@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from simulator.core import Cluster, Device, Link, Topology, run_spmd
-from simulator.core.network import Contention
+from simulator.core.network import Contention, LinkEffects
 
 DEV = Device("test", flops_per_s=1e12, mem_bandwidth_Bps=1e11, memory_bytes=1e9)
 
@@ -240,17 +240,16 @@ def test_a_lone_message_moves_at_the_solo_rate_and_shared_ones_split_the_bus():
     mixed, _ = arrivals(topo, [(0, 1), (1, 0)], [3 * 10**9, 7 * 10**9])
     assert mixed == pytest.approx([2.0, 2.0 + 4e9 / 4e9])
     with pytest.raises(ValueError, match="solo bandwidth"):
-        Link(0.0, 1e9, solo_bandwidth_Bps=0.0)
+        LinkEffects(solo_bandwidth_Bps=0.0)
 
 
 def test_a_rate_by_load_is_interpolated_log_linearly_and_flat_beyond_its_ends():
-    link = Link(0.0, 1e9, bandwidth_by_load=((2**20, 8e9), (2**24, 4e9)))
-    assert link.rate_at_load(2**10) == 8e9 and link.rate_at_load(2**30) == 4e9
-    assert link.rate_at_load(2**22) == pytest.approx(6e9)  # half way in log n
-    assert Link(0.0, 1e9).rate_at_load(2**22) == 1e9  # no table: the link's bandwidth
+    host = LinkEffects(bandwidth_by_load=((2**20, 8e9), (2**24, 4e9)))
+    assert host.rate_at_load(2**10) == 8e9 and host.rate_at_load(2**30) == 4e9
+    assert host.rate_at_load(2**22) == pytest.approx(6e9)  # half way in log n
     for bad in (((2**24, 4e9), (2**20, 8e9)), ((2**20, 0.0),), ((0, 1e9),)):
         with pytest.raises(ValueError, match="bandwidth_by_load"):
-            Link(0.0, 1e9, bandwidth_by_load=bad)
+            LinkEffects(bandwidth_by_load=bad)
 
 
 def test_a_shared_bus_moves_small_messages_faster_than_large_ones_by_its_load():

@@ -47,9 +47,9 @@ def test_without_the_solve_the_posting_and_the_notice_come_on_top_of_the_fitted_
     # posting and the notice besides α — slower than it was measured
     assert one_way_s(fitted, 2**10) > 1.2 * measured(2**10)
     assert one_way_s(solved, 2**10) == pytest.approx(measured(2**10), rel=0.05)
-    # every other model keeps the fit: the ports have no rate table
+    # every other model keeps the fit: the ports have no rate table, no host effect at all
     plain = cluster_from_entry(entry())
-    assert not plain.topology.link((0, "bus_in")).bandwidth_by_load
+    assert plain.topology.link((0, "bus_in")).host is None
 
 
 def stream_measured(n: int) -> float:
@@ -74,10 +74,10 @@ def test_a_queued_lone_message_is_weighed_so_that_the_simulated_stream_takes_its
                      stream_times_s=[stream_measured(n) for n in STREAM_SIZES],
                      send_return_times_s=[send_return(n) for n in SIZES])
     model = cluster_from_entry(streamed, exchange_bus=True, receiver_driven=True)
-    weights = dict(model.lone_queued_weight_by_bytes)
+    weights = dict(model.host.lone_queued_weight_by_bytes)
     # a send returns with what it had left to go: 1 MiB at 60 % of its one-way time
-    assert model.buffered_sends
-    assert model.send_buffer(2**20) == pytest.approx(0.4 * 2**20)
+    assert model.host.buffered_sends
+    assert model.host.send_buffer(2**20) == pytest.approx(0.4 * 2**20)
     for n in STREAM_SIZES:
         if n >= 2**20:  # a third slower than the ping-pong: its bytes weigh more than 1
             assert weights[n] > 1.2
@@ -96,4 +96,4 @@ def test_without_measured_send_returns_no_lone_message_is_weighed():
                        exchange_times_s=[2 * measured(n) for n in STREAM_SIZES],
                        stream_times_s=[stream_measured(n) for n in STREAM_SIZES])
     model = cluster_from_entry(unbuffered, exchange_bus=True, receiver_driven=True)
-    assert not model.buffered_sends and model.lone_queued_weight_by_bytes == ()
+    assert not model.host.buffered_sends and model.host.lone_queued_weight_by_bytes == ()

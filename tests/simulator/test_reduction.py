@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from simulator.core.calibration import SHIFT_AHEAD_STEPS, CalibrationEntry
 from simulator.core.comm import run_spmd
-from simulator.core.hardware import Device
+from simulator.core.hardware import Cluster, Device
+from simulator.core.network import Link, Topology
 from simulator.host import cluster_from_entry
 from simulator.host.reduction import monotone, reduce_ahead, reduce_ahead_s
 
@@ -43,16 +44,17 @@ def test_monotone_is_non_decreasing_and_keeps_the_total(values):
     assert sum(out) == pytest.approx(sum(values), rel=1e-9, abs=1e-9)
 
 
-def test_a_device_reads_its_reductions_from_the_table_where_it_has_one():
-    plain = Device("d", 1e9, 3e9, 1e9, reduce_Bps=1e9)
-    assert plain.reduce_s(2**20) == pytest.approx(2**20 / 1e9)
+def test_a_cluster_reads_its_reductions_from_the_host_table_where_it_has_one():
+    device = Device("d", 1e9, 3e9, 1e9, reduce_Bps=1e9)
+    plain = Cluster.homogeneous("t", device, Topology.fully_connected(2, Link(0.0, 1e9)))
+    assert plain.reduce_s(1, 2**20) == device.reduce_s(2**20) == pytest.approx(2**20 / 1e9)
     table = ((2**16, 4e-5), (2**18, 1e-4), (2**20, 4e-4))
-    d = replace(plain, reduce_s_by_bytes=table)
-    assert d.reduce_s(2**14) == 4e-5  # below the smallest: a cost per reduction
-    assert d.reduce_s(2**18) == pytest.approx(1e-4)
-    assert d.reduce_s(5 * 2**15) == pytest.approx(7e-5)  # halfway: linear in bytes
-    assert d.reduce_s(2**22) == pytest.approx(1.6e-3)  # beyond: in proportion to the bytes
-    assert d.reduce_s(0) == 0.0
+    c = plain.with_host(reduce_s_by_bytes=table)
+    assert c.reduce_s(0, 2**14) == 4e-5  # below the smallest: a cost per reduction
+    assert c.reduce_s(1, 2**18) == pytest.approx(1e-4)
+    assert c.reduce_s(0, 5 * 2**15) == pytest.approx(7e-5)  # halfway: linear in bytes
+    assert c.reduce_s(1, 2**22) == pytest.approx(1.6e-3)  # beyond: in proportion to the bytes
+    assert c.reduce_s(0, 0) == 0.0
 
 
 def test_the_simulated_reducing_shift_is_the_calibrations_program():
@@ -73,21 +75,21 @@ def test_the_simulated_reducing_shift_takes_its_measured_time(world):
     reducing = [t + 4e-5 + 4 * n / 1.2e10 for n, t in zip(SIZES, SHIFT, strict=True)]
     model = cluster_from_entry(entry(world, reducing), exchange_bus=True,
                                      receiver_driven=True)
-    device = model.devices[0]
-    assert [n for n, _ in device.reduce_s_by_bytes] == SIZES
-    times = [t for _, t in device.reduce_s_by_bytes]
+    table = model.host.reduce_s_by_bytes
+    assert [n for n, _ in table] == SIZES
+    times = [t for _, t in table]
     assert times == sorted(times)
-    assert all(t >= n / 1.2e10 for n, t in device.reduce_s_by_bytes)  # never below alone
+    assert all(t >= n / 1.2e10 for n, t in table)  # never below alone
     for n, measured in zip(SIZES, reducing, strict=True):
         assert reduce_ahead_s(model, n) == pytest.approx(measured, rel=0.03)
     # a 16 KiB reduction costs what the smallest measured did, far more than γ·n
-    assert device.reduce_s(2**14) == times[0] > 3 * 2**14 / 1.2e10
+    assert model.reduce_s(0, 2**14) == times[0] > 3 * 2**14 / 1.2e10
 
 
 def test_without_the_reducing_shift_reductions_are_gamma_n():
     cal = replace(entry(4, []), reduce_ahead_times_s=[])
     model = cluster_from_entry(cal, exchange_bus=True, receiver_driven=True)
-    assert model.devices[0].reduce_s_by_bytes == ()
+    assert model.host.reduce_s_by_bytes == ()
     # every other chapter's model prices reductions by γ alone, measured or not
     plain = cluster_from_entry(entry(4, [2 * t for t in SHIFT]))
-    assert plain.devices[0].reduce_s_by_bytes == ()
+    assert plain.host is None

@@ -10,7 +10,7 @@ from simulator.collectives.point_to_point import ping_pong
 from simulator.core.calibration import CalibrationEntry
 from simulator.core.comm import run_spmd
 from simulator.core.hardware import Cluster
-from simulator.core.network import Link
+from simulator.core.network import Link, LinkEffects
 from simulator.core.shaped import (
     ack_fraction,
     network_key,
@@ -141,7 +141,7 @@ def _one_way(comm, nbytes):
 def test_a_port_that_sends_while_it_receives_carries_the_acknowledgements(world):
     device = cluster_from_entry(_entry(world, "shaped:100mbit")).devices[0]
     cluster = Cluster.homogeneous("t", device, shaped_topology(
-        [Link(0.0, 1e6, ack_fraction=0.05)] * world))
+        [Link(0.0, 1e6, host=LinkEffects(ack_fraction=0.05))] * world))
     assert run_spmd(cluster, _shift, 10**6).makespan_s == pytest.approx(1.05)  # B/(1+ε)
     assert run_spmd(cluster, _one_way, 10**6).makespan_s == pytest.approx(1.0)  # idle reverse
 
@@ -177,7 +177,7 @@ def test_buffered_sends_let_the_root_feed_two_children_at_once():
 
     entry = _entry(4, "shaped:100mbit")
     shaped = cluster_from_entry(entry)
-    assert shaped.buffered_sends
+    assert shaped.host.buffered_sends
     n = 4 * MiB
     t = 100e-6 + n / 11.9e6
     assert get_twin("broadcast.binomial").simulate(shaped, n).makespan_s == pytest.approx(
@@ -222,7 +222,7 @@ def test_a_send_returns_once_the_rest_fits_in_the_socket_buffer():
     alpha, bw, n, s = 100e-6, 11.9e6, 4 * MiB, 2e6
     entry = _entry(3, "shaped:100mbit")
     with_buffer = cluster_from_entry(replace(entry, send_buffer_bytes=s))
-    assert with_buffer.send_buffer_bytes == s
+    assert with_buffer.host.send_buffer_bytes == s
     got = run_spmd(with_buffer, _root_feeds_two, n)
     assert got.returns[0][0] == pytest.approx(alpha + (n - s) / bw, rel=1e-9)
     # rank 1's last S bytes share the root's port with rank 2's message from then on (after
@@ -233,7 +233,7 @@ def test_a_send_returns_once_the_rest_fits_in_the_socket_buffer():
     assert run_spmd(with_buffer, _root_feeds_two, MiB).returns[0] == [0.0, 0.0]
 
     unmeasured = cluster_from_entry(entry)  # S = None: unchanged, sends return at once
-    assert unmeasured.send_buffer_bytes is None
+    assert unmeasured.host.send_buffer_bytes is None
     got = run_spmd(unmeasured, _root_feeds_two, n)
     assert got.returns[0] == [0.0, 0.0]
     assert got.finish_s[1] == pytest.approx(alpha + 2 * n / bw, rel=1e-9)

@@ -49,8 +49,8 @@ def test_messages_posted_together_no_longer_drift_apart():
     # ahead, and a long chain among four came out at well under half the measured step
     cal = entry(4)
     drifting = cluster_from_entry(cal, exchange_bus=True)  # the other chapters' model
-    drifting = replace(drifting, receiver_driven_sends=True,
-                       post_overhead_s=cal.post_overhead_s or 0.0)
+    drifting = drifting.with_host(receiver_driven_sends=True,
+                                  post_overhead_s=cal.post_overhead_s or 0.0)
     measured = cal.chain_latency_s[2]
     assert chain_step_s(drifting, 4, ahead=False) < 0.6 * measured
     assert chain_step_s(collectives_model(replace(cal, chain_ahead_latency_s=[])), 4,
@@ -59,7 +59,7 @@ def test_messages_posted_together_no_longer_drift_apart():
 
 def test_the_table_is_scaled_down_by_what_a_step_costs_besides_its_wait():
     cal = entry(4)
-    table = collectives_model(cal).topology.link(("bus_in", "bus_out")).busy_latency_by_flows
+    table = collectives_model(cal).topology.link(("bus_in", "bus_out")).host.busy_latency_by_flows
     measured = chain_latencies(cal, ahead=True)
     assert len(table) == len(measured)
     assert all(0 < t < m for t, m in zip(table, measured, strict=True))
@@ -69,10 +69,10 @@ def test_two_one_way_messages_pay_the_plain_two_rank_step():
     # the chain between two ranks is a swap; posted ahead (0.6 ms here) it is dearer than
     # plainly (0.3 ms); two messages one way each pay the plain one, scaled like the table
     bus = collectives_model(entry(4)).topology.link(("bus_in", "bus_out"))
-    assert bus.one_way_pair_latency_s is not None
-    assert 0 < bus.one_way_pair_latency_s < 3e-4 < bus.busy_latency_by_flows[0]
+    assert bus.host.one_way_pair_latency_s is not None
+    assert 0 < bus.host.one_way_pair_latency_s < 3e-4 < bus.host.busy_latency_by_flows[0]
     plain_only = collectives_model(entry(4, ahead=False)).topology.link(("bus_in", "bus_out"))
-    assert plain_only.one_way_pair_latency_s is None  # one chain: one price for any pair
+    assert plain_only.host.one_way_pair_latency_s is None  # one chain: one price for any pair
 
 
 def test_the_fixed_point_leaves_entries_beyond_the_cluster_as_measured():
@@ -81,7 +81,7 @@ def test_the_fixed_point_leaves_entries_beyond_the_cluster_as_measured():
 
     def build(table):
         return replace(model, topology=replace(
-            model.topology, links={key: (replace(link, busy_latency_by_flows=tuple(table))
+            model.topology, links={key: (link.with_host(busy_latency_by_flows=tuple(table))
                                          if key == frozenset(("bus_in", "bus_out")) else link)
                                    for key, link in model.topology.links.items()}))
 

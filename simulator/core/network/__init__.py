@@ -27,17 +27,18 @@ route for every rank pair; the builders make the usual shapes. :class:`Network` 
 side used by one simulation: it moves bytes along routes and counts them per channel.
 
 Read in this order: :mod:`~simulator.core.network.link` (α, B, contention),
+:mod:`~simulator.core.network.host_hooks` (the host tier's corrections to a link),
 :mod:`~simulator.core.network.topology` (graphs and routes),
 :mod:`~simulator.core.network.runtime` (:class:`Network`, one simulation's transfers).
 """
 
+from simulator.core.network.host_hooks import LinkEffects, log_interpolate
 from simulator.core.network.link import (
     CONTENTION_MODELS,
     Channel,
     Contention,
     Link,
     Node,
-    log_interpolate,
 )
 from simulator.core.network.runtime import Network
 from simulator.core.network.topology import (
@@ -52,6 +53,7 @@ __all__ = [
     "Channel",
     "Contention",
     "Link",
+    "LinkEffects",
     "Network",
     "Node",
     "Router",

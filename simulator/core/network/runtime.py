@@ -10,16 +10,27 @@ from typing import Any
 
 import simpy
 
+from simulator.core.network.host_hooks import LinkEffects
 from simulator.core.network.link import Channel, Link
 from simulator.core.network.topology import Topology, connection_channel
+
+_TEXTBOOK = LinkEffects()
+"""What a link without host effects (``Link.host`` ``None``) does: nothing beyond α, B and
+its contention model."""
+
+
+def _effects(link: Link) -> LinkEffects:
+    """A link's host effects, the defaults (none) in the textbook tier."""
+    return link.host or _TEXTBOOK
 
 
 def _busy_latency(link: Link, others: int) -> float:
     """A link's α for a message that starts while ``others`` (≥ 1) are in flight, s."""
-    if link.busy_latency_by_flows:
-        table = link.busy_latency_by_flows
+    host = _effects(link)
+    if host.busy_latency_by_flows:
+        table = host.busy_latency_by_flows
         return table[min(others, len(table)) - 1]
-    return link.latency_s if link.busy_latency_s is None else link.busy_latency_s
+    return link.latency_s if host.busy_latency_s is None else host.busy_latency_s
 
 
 # ---- run time ---------------------------------------------------------------------------------
@@ -33,21 +44,23 @@ class _Path:
     def __init__(self, topology: Topology, src: int, dst: int) -> None:
         self.channels = topology.route(src, dst)
         links = [topology.link(c) for c in self.channels]
+        hosts = [_effects(link) for link in links]
         self.latency_s = sum(link.latency_s for link in links)
         # channels whose latency grows while they carry another message, and the path's α then
-        self.busy = [c for c, link in zip(self.channels, links, strict=True)
-                     if link.busy_latency_s is not None]
-        self.simultaneous = any(link.count_simultaneous for c, link in
-                                zip(self.channels, links, strict=True) if c in self.busy)
+        self.busy = [c for c, host in zip(self.channels, hosts, strict=True)
+                     if host.busy_latency_s is not None]
+        self.simultaneous = any(host.count_simultaneous for c, host in
+                                zip(self.channels, hosts, strict=True) if c in self.busy)
         # with one other in flight that is not this message's reverse (None: as any other)
-        pair = [link.one_way_pair_latency_s for link in links]
+        pair = [host.one_way_pair_latency_s for host in hosts]
         self.one_way_pair = (None if all(x is None for x in pair) else
                              sum(_busy_latency(link, 1) if x is None else x
                                  for link, x in zip(links, pair, strict=True)))
-        self.busy_latency_s = sum(link.latency_s if link.busy_latency_s is None
-                                  else link.busy_latency_s for link in links)
+        self.busy_latency_s = sum(link.latency_s if host.busy_latency_s is None
+                                  else host.busy_latency_s
+                                  for link, host in zip(links, hosts, strict=True))
         # the path's α with k others in flight (entry k − 1), where a link has such a table
-        longest = max((len(link.busy_latency_by_flows) for link in links), default=0)
+        longest = max((len(host.busy_latency_by_flows) for host in hosts), default=0)
         self.busy_by_flows = tuple(
             sum(_busy_latency(link, k) for link in links) for k in range(1, longest + 1))
         # a global lock order over fifo channels: no two transfers wait on each other
@@ -61,9 +74,9 @@ class _Path:
                 and topology.link(connection).contention == "fair"):
             self.fair.append(connection)
         # the reverse directions that carry this transfer's acknowledgements, and their share
-        self.acks = [((c[1], c[0]), link.ack_fraction)
-                     for c, link in zip(self.channels, links, strict=True)
-                     if link.contention == "fair" and link.ack_fraction > 0]
+        self.acks = [((c[1], c[0]), host.ack_fraction)
+                     for c, link, host in zip(self.channels, links, hosts, strict=True)
+                     if link.contention == "fair" and host.ack_fraction > 0]
         self.cap = min((link.bandwidth_Bps for link in links if link.contention != "fair"),
                        default=math.inf)
 
@@ -128,12 +141,12 @@ class Network:
         self._version = 0
         self._settling = False
         self._in_flight: dict[Channel, int] = {}
-        # links whose rate depends on the bytes they carry at once, by channel
-        self._by_load: dict[Channel, Link] = {}
+        # host effects of links whose rate depends on the bytes they carry at once, by channel
+        self._by_load: dict[Channel, LinkEffects] = {}
         for key, link in topology.links.items():
-            if link.bandwidth_by_load:
+            if link.host is not None and link.host.bandwidth_by_load:
                 a, b = tuple(key)
-                self._by_load[(a, b)] = self._by_load[(b, a)] = link
+                self._by_load[(a, b)] = self._by_load[(b, a)] = link.host
         # messages in flight by (src, dst), kept where a path has a one-way pair latency
         self._between: dict[tuple[int, int], int] = {}
 
@@ -144,11 +157,11 @@ class Network:
 
         ``buffered``, if given, is triggered when at most ``buffer_bytes`` of the message are
         still to move (at once if ``nbytes`` ≤ ``buffer_bytes``): a sender's socket buffer
-        holds the rest, so its blocking send returns then (:class:`Cluster`'s
-        ``send_buffer_bytes``). Bytes waiting behind another message on a ``fifo`` channel
-        count as unsent. ``weight``: what each byte takes of the capacity of each ``fair``
-        channel that it shares with another message (1: a byte), ``lone_weight`` of each
-        ``fair`` channel it crosses alone — a queued send's
+        holds the rest, so its blocking send returns then (the cluster's host effects,
+        :class:`~simulator.core.host_hooks.ClusterEffects`). Bytes waiting behind another
+        message on a ``fifo`` channel count as unsent. ``weight``: what each byte takes of the
+        capacity of each ``fair`` channel that it shares with another message (1: a byte),
+        ``lone_weight`` of each ``fair`` channel it crosses alone — a queued send's
         (:class:`simulator.core.comm.SimComm`).
         """
         if buffered is not None and nbytes <= buffer_bytes:
@@ -279,17 +292,18 @@ class Network:
 
     def _solo(self, channel: Channel) -> float | None:
         if channel not in self._solo_Bps:
-            self._solo_Bps[channel] = self.topology.link(channel).solo_bandwidth_Bps
+            self._solo_Bps[channel] = _effects(self.topology.link(channel)).solo_bandwidth_Bps
         return self._solo_Bps[channel]
 
     def _allocate(self) -> None:
         """Progressive filling: raise all unfrozen rates together until a channel fills.
 
         ``users[c]`` counts the unfrozen flows on channel ``c`` (a flow whose acknowledgements
-        cross ``c`` counts its ``ack_fraction``; a flow that shares ``c`` with another counts
-        its ``weight``, and one alone on ``c`` its ``lone_weight``); a flow freezes when one of
-        its channels is full or it reaches its cap, and leaves its channels' counts. A
-        channel's solo rate applies while one flow crosses it.
+        cross ``c`` counts the link's ``ack_fraction``, :class:`LinkEffects`; a flow that
+        shares ``c`` with another counts its ``weight``, and one alone on ``c`` its
+        ``lone_weight``); a flow freezes when one of its channels is full or it reaches its
+        cap, and leaves its channels' counts. A channel's solo rate applies while one flow
+        crosses it.
         """
         left: dict[Channel, float] = {}
         users: dict[Channel, float] = {}

@@ -9,6 +9,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from simulator.core.network.host_hooks import LinkEffects
 from simulator.core.network.link import Channel, Contention, Link, Node
 
 Router = Callable[["Topology", int, int], list[Node]]
@@ -224,44 +225,45 @@ class Topology:
         channel (``bus_Bps``, carrying the whole path latency ``port.latency_s``), then
         ``b``'s port. One message alone moves at ``min(port, bus)``; ``k`` at once share the
         bus (with ``fair`` contention), which is what a calibration with concurrent
-        exchanges measures (:mod:`lab.calibrate`). A message that starts while the bus carries
-        another pays ``busy_latency_s`` instead of α — or, given ``busy_latency_by_flows``,
-        its entry for the number of messages already in flight (see :class:`Link`).
+        exchanges measures (:mod:`lab.calibrate`). That much is the textbook tier; every
+        further argument is a host effect, stored in the bus's (or the ports' and
+        connections') :class:`LinkEffects`, where each is explained. A message that starts
+        while the bus carries another pays ``busy_latency_s`` instead of α — or, given
+        ``busy_latency_by_flows``, its entry for the number of messages already in flight.
         ``solo_bus_Bps``: the bus's rate while it carries a single message (``None``:
-        ``bus_Bps`` always; see :class:`Link`). ``count_simultaneous``: messages that start
-        at one instant all count one another as in flight; ``one_way_pair_latency_s``: what a
-        message pays with one other in flight that is not its reverse; ``bus_by_load``: the
-        bus's rate by the bytes it carries at once (see :class:`Link`).
+        ``bus_Bps`` always). ``count_simultaneous``: messages that start at one instant all
+        count one another as in flight; ``one_way_pair_latency_s``: what a message pays with
+        one other in flight that is not its reverse; ``bus_by_load``: the bus's rate by the
+        bytes it carries at once.
 
         ``connection_by_load``: each pair of ranks also has a *connection*
         (:func:`connection_channel`), one channel that both directions of the pair's messages
         cross, with this rate by load while it carries two or more at once and no limit while
         it carries one. Gloo's ranks talk over one TCP connection per pair, and a send written
         by the calling thread holds the connection that the partner's message must be read
-        from (chapter 2, "Who writes the bytes"): a swap's two messages move slower than two
-        messages one way each over different connections, as a ring's do (empty: no
+        from (benchmarks/NOTES.md, "Who writes the bytes"): a swap's two messages move slower
+        than two messages one way each over different connections, as a ring's do (empty: no
         connections).
 
         ``port_by_load``: each port's rate by the bytes it carries at once (empty: ``port``'s
         bandwidth) — a lone message's rate by its size, solved from the ping-pong
         (:func:`simulator.host.pingpong.port_rates`).
         """
-        port_link = replace(port, latency_s=0.0,
-                            bandwidth_by_load=tuple((float(a), float(b)) for a, b in port_by_load))
-        bus = replace(port, bandwidth_Bps=bus_Bps, busy_latency_s=busy_latency_s,
-                      busy_latency_by_flows=tuple(busy_latency_by_flows),
-                      solo_bandwidth_Bps=solo_bus_Bps, count_simultaneous=count_simultaneous,
-                      one_way_pair_latency_s=one_way_pair_latency_s,
-                      bandwidth_by_load=tuple((float(a), float(b)) for a, b in bus_by_load))
+        port_link = replace(port, latency_s=0.0).with_host(
+            bandwidth_by_load=tuple((float(a), float(b)) for a, b in port_by_load))
+        bus = replace(port, bandwidth_Bps=bus_Bps).with_host(
+            busy_latency_s=busy_latency_s, busy_latency_by_flows=tuple(busy_latency_by_flows),
+            solo_bandwidth_Bps=solo_bus_Bps, count_simultaneous=count_simultaneous,
+            one_way_pair_latency_s=one_way_pair_latency_s,
+            bandwidth_by_load=tuple((float(a), float(b)) for a, b in bus_by_load))
         links: dict[frozenset[Node], Link] = {frozenset(("bus_in", "bus_out")): bus}
         for r in range(world_size):
             links[frozenset((r, "bus_in"))] = port_link
             links[frozenset((r, "bus_out"))] = port_link
         if connection_by_load:
-            connection = Link(0.0, UNLIMITED_Bps, port.contention,
-                              solo_bandwidth_Bps=UNLIMITED_Bps,
-                              bandwidth_by_load=tuple((float(a), float(b))
-                                                      for a, b in connection_by_load))
+            connection = Link(0.0, UNLIMITED_Bps, port.contention, LinkEffects(
+                solo_bandwidth_Bps=UNLIMITED_Bps,
+                bandwidth_by_load=tuple((float(a), float(b)) for a, b in connection_by_load)))
             for a in range(world_size):
                 for b in range(a + 1, world_size):
                     links[frozenset(connection_channel(a, b))] = connection

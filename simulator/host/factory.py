@@ -1,0 +1,82 @@
+"""One way to build this machine's simulated cluster from a calibration entry, in either tier.
+
+* ``textbook`` — the model the textbook teaches: every message pays the ping-pong's α and
+  moves at its bandwidth B; messages in flight at once share the host's bus at the bandwidth
+  the concurrent exchanges reached (fair contention); each rank reduces at γ, copies at the
+  measured copy rate and computes at the measured FLOP/s. Nothing is solved: each number is
+  one primitive's fit.
+* ``host`` — the textbook model plus the *host effects* this machine showed beyond it (a
+  busy message's latency, the chain of wake-ups, gloo's receiver-driven sends, queued
+  sends' weight, socket buffers, reductions among messages …), each solved from the
+  primitive that measured it (:mod:`simulator.host.cluster`) and each named in
+  :data:`simulator.host.effects.HOST_EFFECTS`, so that any of them can be left out.
+
+Comparing the two tiers' predictions with one measurement shows what the formulas miss on
+the reader's machine.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection
+from typing import Literal
+
+from simulator.core.calibration import CalibrationEntry
+from simulator.core.hardware import Cluster, Device
+from simulator.core.network import Contention, Link, Topology
+
+Model = Literal["textbook", "host"]
+MODELS: tuple[Model, ...] = ("textbook", "host")
+"""The model tiers, simplest first."""
+
+
+def entry_device(entry: CalibrationEntry) -> Device:
+    """One rank of a calibrated host: a CPU process computing at the measured FLOP/s, reducing
+    at γ = 1/``reduce_Bps`` and copying at ``memcpy_Bps`` (bytes/s), memory not modelled."""
+    return Device(name=f"{entry.host}-cpu", flops_per_s=entry.flops_per_s,
+                  mem_bandwidth_Bps=3 * entry.reduce_Bps, memory_bytes=math.inf,
+                  reduce_Bps=entry.reduce_Bps, memcpy_Bps=entry.memcpy_Bps)
+
+
+def textbook_cluster(entry: CalibrationEntry, world_size: int | None = None,
+                     contention: Contention = "fair") -> Cluster:
+    """The textbook tier of a calibrated host (``world_size`` ranks, default the entry's).
+
+    A port per rank with the ping-pong's fitted α (s) and B (bytes/s); where the calibration
+    timed concurrent exchanges, every message also crosses one bus shared by all messages at
+    their aggregate rate (never below B) — α-β with contention, the model of chapter 2's
+    "Contention" section. Without that measurement the ranks are fully connected.
+    """
+    world_size = world_size or entry.world_size
+    link = Link(entry.latency_s, entry.bandwidth_Bps, contention)
+    if entry.bus_bandwidth_Bps > 0:
+        topology = Topology.shared_bus(world_size, link,
+                                       max(entry.bus_bandwidth_Bps, entry.bandwidth_Bps))
+    else:
+        topology = Topology.fully_connected(world_size, link)
+    return Cluster.homogeneous(f"textbook-{entry.backend}x{world_size}", entry_device(entry),
+                               topology)
+
+
+def local_cluster(entry: CalibrationEntry, world_size: int | None = None,
+                  model: Model = "host", effects: Collection[str] | None = None) -> Cluster:
+    """This host's simulated cluster in tier ``model``: :func:`textbook_cluster`, or the
+    host tier — the collectives' loopback model with the host ``effects`` the entry measured
+    (:func:`simulator.host.cluster.cluster_from_entry`; ``None``: every effect of
+    :data:`~simulator.host.effects.HOST_EFFECTS`, the exchange bus and gloo's receiver-driven
+    sends among them). A shaped-network entry gives its shaped switch in both tiers.
+    """
+    from simulator.host.cluster import cluster_from_entry
+    from simulator.host.effects import HOST_EFFECTS
+    from simulator.host.shaped import shaped_cluster_from_entry
+
+    if model not in MODELS:
+        raise ValueError(f"unknown model {model!r}; choose one of {', '.join(MODELS)}")
+    if entry.network != "loopback":
+        return shaped_cluster_from_entry(entry, world_size)
+    if model == "textbook":
+        if effects is not None:
+            raise ValueError("the textbook tier has no host effects")
+        return textbook_cluster(entry, world_size)
+    return cluster_from_entry(entry, world_size,
+                              effects=HOST_EFFECTS if effects is None else effects)
