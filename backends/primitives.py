@@ -21,6 +21,7 @@ why is told in :mod:`lab.calibrate`. Times are seconds, sizes bytes.
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -266,12 +267,13 @@ def send_buffer_bytes(nbytes: int, return_s: float, bandwidth_Bps: float) -> flo
 
 
 def measure_primitives(sizes: Sequence[int], repeats: int, shift: bool = False,
-                       probe_bytes: int = 0) -> dict[str, object]:
+                       probe_bytes: int = 0, progress: bool = False) -> dict[str, object]:
     """Rank function (run under :func:`backends.launch.spawn`): every primitive, measured.
 
     ``shift``: the concurrent messages are the shaped network's shift (:func:`_shift`)
     instead of the pairwise exchange. ``probe_bytes`` > 0: also time a blocking send of that
-    many bytes until it returns (:func:`_send_return`), median over ``min(repeats, 5)``."""
+    many bytes until it returns (:func:`_send_return`), median over ``min(repeats, 5)``.
+    ``progress``: rank 0 names each group of primitives on stderr as it starts."""
     import torch
     import torch.distributed as dist
 
@@ -280,6 +282,15 @@ def measure_primitives(sizes: Sequence[int], repeats: int, shift: bool = False,
     from backends.measure import measure, measure_many
 
     world = dist.get_world_size()
+    steps = iter(["ping-pong and stream one way", "concurrent exchanges, shift and swap",
+                  "chains of dependent messages", "receive-ready notice and posting",
+                  "reduction, copy and matmul"])
+
+    def step() -> None:
+        if progress and dist.get_rank() == 0:
+            print(f"  [{world} ranks] {next(steps)} ...", file=sys.stderr, flush=True)
+
+    step()
     bufs = [torch.zeros(nbytes, dtype=torch.uint8) for nbytes in sizes]
     big = [b for b in bufs if b.numel() >= EXCHANGE_MIN_BYTES]
     # the ping-pong (rank 0 timing its sends' returns), and on loopback the stream one way
@@ -291,6 +302,7 @@ def measure_primitives(sizes: Sequence[int], repeats: int, shift: bool = False,
                            repeats=repeats, repeat_s=SUSTAINED_REPEAT_S)
     timings, stream_t = timings[:len(bufs)], timings[len(bufs):]
     p2p = [t.median_s / 2 for t in timings]
+    step()
     spare = [torch.empty_like(b) for b in big]
     pairs = zip(big, spare, strict=True)
     swaps = [functools.partial(_shift if shift else pair_exchange, b, s) for b, s in pairs]
@@ -311,6 +323,7 @@ def measure_primitives(sizes: Sequence[int], repeats: int, shift: bool = False,
     exchange, shift_ahead_t, swap_ahead_t = blocks
     del swaps, spare
 
+    step()
     token, slot = torch.zeros(CHAIN_BYTES, dtype=torch.uint8), torch.empty(CHAIN_BYTES,
                                                                           dtype=torch.uint8)
     chain = measure_many([functools.partial(chain_step, k, token, slot)
@@ -320,6 +333,7 @@ def measure_primitives(sizes: Sequence[int], repeats: int, shift: bool = False,
                                            for k in range(2, world + 1)],
                                           repeats=repeats, inner=1)
 
+    step()
     stamps = torch.zeros(2, dtype=torch.float64)
     early: list[float] = []
     late: list[float] = []
@@ -341,6 +355,7 @@ def measure_primitives(sizes: Sequence[int], repeats: int, shift: bool = False,
             _send_return(probe, ack, returns)
         send_return_s = float(np.median(returns)) if returns else 0.0
 
+    step()
     elems = 4 * 2**20  # 16 MiB of float32: larger than the caches, like a gradient bucket
     a, b = torch.rand(elems), torch.rand(elems)
     reduce_s = measure(lambda: a.add_(b), repeats=repeats).median_s

@@ -38,14 +38,14 @@ Only primitives are measured (DESIGN.md, "The lab"); each rank's part of each is
   on the host's shared monotonic clock, a message to a receive posted early (send posted →
   receive done) and to one posted :data:`LATE_RECEIVE_S` after its send (receive posted →
   done); the difference of the medians is what the notice adds
-  (:func:`ready_notice_step`, ``Cluster.ready_notice_s``). It is a few bytes handled by
+  (:func:`ready_notice_step`, ``Cluster.host.ready_notice_s``). It is a few bytes handled by
   gloo's I/O threads: a few microseconds between two ranks with a core each, but tens of
   microseconds among four ranks on two cores, where the sender's I/O thread must first get a
   core;
 * **posting** (LogP's *o*) — every rank posts an ``irecv`` from its partner (``r xor 1``) and an
   ``isend`` to it, back to back, and times the two calls alone (the waits follow, untimed);
   half the median is what one post costs a rank (:func:`post_pair`,
-  ``Cluster.post_overhead_s``);
+  ``Cluster.host.post_overhead_s``);
 * **reduction** (γ) — ``a.add_(b)`` on float32 buffers, in every rank at once;
 * **copy** — ``dst.copy_(src)``, in every rank at once;
 * **compute** — a float32 matmul, in every rank at once (FLOP/s per rank);
@@ -60,7 +60,7 @@ Only primitives are measured (DESIGN.md, "The lab"); each rank's part of each is
   takes to return, by size (``send_return_times_s``). On a shaped network rank 0
   times a blocking send of a large message (:func:`send_buffer_probe_bytes`) to rank 1
   until it returns: S = n − B·t_return is the payload the send buffer holds
-  (:func:`send_buffer_bytes`, ``Cluster.send_buffer_bytes``).
+  (:func:`send_buffer_bytes`, ``Cluster.host.send_buffer_bytes``).
 
 The exchanges, the chains and the posting are posted on the process group itself
 (:func:`backends.collectives.comm.post_send`/``post_recv``), the way the collectives post
@@ -77,6 +77,7 @@ these; none is ever fitted to the algorithm it predicts.
 from __future__ import annotations
 
 import datetime
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -156,13 +157,15 @@ def shaped_sizes(rates_bps: Sequence[int], sizes: Sequence[int] = DEFAULT_SIZES)
 def calibrate(world_size: int = 2, backend: str = "gloo", sizes: Sequence[int] = DEFAULT_SIZES,
               repeats: int = DEFAULT_REPEATS, path: str | Path | None = None,
               timeout: float = 60.0, network: str = "loopback",
-              bandwidth: str | Sequence[str | int] | None = None) -> CalibrationEntry:
+              bandwidth: str | Sequence[str | int] | None = None,
+              progress: bool = False) -> CalibrationEntry:
     """Measure the primitives with ``world_size`` ranks, save and return the entry.
 
     ``network="shaped"`` measures on the shaped network of :mod:`backends.shaped` with links
     of ``bandwidth`` (one rate or one per rank); the entry is keyed by that network
     (``shaped:1gbit``) beside the loopback one. There the default sweep is
     :func:`shaped_sizes` with at most 10 repeats (a 64 MiB ping-pong at 100 Mbit/s takes 11 s).
+    ``progress``: name each group of primitives on stderr as it starts.
     """
     from backends.launch import spawn
     from simulator.core.shaped import key_rates, network_key, shift_flows
@@ -179,7 +182,7 @@ def calibrate(world_size: int = 2, backend: str = "gloo", sizes: Sequence[int] =
         raise ValueError("calibration needs at least two message sizes to fit α and β")
     shaped = key != "loopback"
     probe = send_buffer_probe_bytes(key_rates(key)) if shaped else 0
-    result = spawn(measure_primitives, world_size, sizes, repeats, shaped, probe,
+    result = spawn(measure_primitives, world_size, sizes, repeats, shaped, probe, progress,
                    backend=backend, timeout=timeout, network=network, bandwidth=bandwidth)[0]
     fit = (fit_alpha_beta(sizes, result["p2p_times_s"]) if key == "loopback"
            else link_fit(sizes, result["p2p_times_s"]))
@@ -222,3 +225,26 @@ def calibrate(world_size: int = 2, backend: str = "gloo", sizes: Sequence[int] =
         rank_sched=str(result["rank_sched"]))  # as the ranks really ran
     save_entry(entry, path)
     return entry
+
+
+def describe_entry(e: CalibrationEntry) -> str:
+    """One line of what a calibration entry measured (``distml-lab calibrate``'s output)."""
+    worst = max((abs(r) for r in e.fit_rel_residuals), default=0.0)
+    return (f"{e.key}: α = {e.latency_s * 1e6:.1f} µs, B = {e.bandwidth_Bps / 1e9:.2f} GB/s"
+            f" (fit residuals ≤ {worst:.0%}), bus {e.bus_bandwidth_Bps / 1e9:.2f} GB/s with "
+            f"busy α {e.bus_latency_s * 1e6:.0f} µs, reduce {e.reduce_Bps / 1e9:.2f} GB/s, "
+            f"copy {e.memcpy_Bps / 1e9:.2f} GB/s, matmul {e.flops_per_s / 1e9:.1f} GFLOP/s"
+            + _among_messages(e))
+
+
+def _among_messages(entry: CalibrationEntry) -> str:
+    """``, a 1 MiB reduction among messages … µs (γ·n …)``: the reducing shift's step less the
+    shift's at the measured size nearest 1 MiB, beside what γ (16 MiB buffers, nothing else
+    running) gives the same bytes (empty where not measured)."""
+    pairs = list(zip(entry.exchange_sizes, entry.shift_ahead_times_s,
+                     entry.reduce_ahead_times_s, strict=False))
+    if not pairs:
+        return ""
+    n, shift_s, reducing_s = min(pairs, key=lambda t: abs(math.log2(t[0] / 2**20)))
+    return (f", a {n / 2**20:g} MiB reduction among messages {(reducing_s - shift_s) * 1e6:.0f} "
+            f"µs (γ·n {n / entry.reduce_Bps * 1e6:.0f} µs)")

@@ -24,25 +24,25 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from lab.checks import (
-    MAX_REAL_RANKS,
     MAX_REPEATS,
     check_backend,
     check_network,
     check_real_ranks,
     check_sweep,
 )
+from lab.cli_launchers import cmd_horovodrun, cmd_store_demo
 from lab.tables import format_table
-from lab.units import UsageError, number, parse_sizes, parse_worlds, usage_line, whole
+from lab.units import UsageError, parse_sizes, parse_worlds, usage_line, whole
+from simulator.core.calibration import Calibration
 
 if TYPE_CHECKING:
-    from simulator.core.calibration import CalibrationEntry
+    from simulator.host.factory import Model
 
 EXIT_USAGE = 2
 
@@ -71,6 +71,10 @@ def _common(p: argparse.ArgumentParser, sweep: bool = True, repeats: bool = Fals
     if calibration:  # not for run: a measurement needs none
         p.add_argument("--calibration", help="calibration file (default: $DISTML_CALIBRATION "
                        "or ~/.cache/distml-lab/calibration.json)")
+        p.add_argument("--model", choices=["textbook", "host", "both"], default="host",
+                       help="the simulated twin's tier: the textbook's α-β-γ model, the host "
+                       "model (textbook plus this machine's measured host effects), or both "
+                       "side by side (default host)")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
 
 
@@ -111,26 +115,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="report", help="output folder (default: report): new, "
                    "empty, or a report written before, which is replaced; a folder holding "
                    "other files is refused")
-    p.add_argument("--quick", action="store_true", help="shortest sweeps (smoke test)")
+    p.add_argument("--quick", action="store_true", help="shortest sweeps, one world each")
+    p.add_argument("--chapters", help="only these chapters of the book, e.g. 1,2,5 (default: "
+                   "every chapter)")
+    p.add_argument("--model", choices=["textbook", "host", "both"], default="both",
+                   help="the simulated twin's tier(s) (default both, side by side)")
     p.add_argument("--calibration", help="calibration file")
-    p = sub.add_parser("store-demo", help="rendezvous: a TCPStore and process groups, per rank")
-    p.add_argument("--world", type=whole(1, 16), default=4, help="ranks (1-16, default 4)")
-    p.add_argument("--missing-timeout", type=number(0, 30, lo_open=True), default=0.5,
-                   help="seconds to wait for a key nobody sets (default 0.5)")
-    p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
-    p = sub.add_parser("horovodrun", help="run a command as np Horovod tasks on this machine "
-                       "(ch. 7)")
-    p.add_argument("-np", "--num-proc", dest="np", type=whole(1, MAX_REAL_RANKS), required=True,
-                   help=f"number of task processes (ranks, 1-{MAX_REAL_RANKS})")
-    p.add_argument("--cycle-time-ms", type=number(0, 1e4, lo_open=True),
-                   help="background thread's cycle time, ms")
-    p.add_argument("--fusion-threshold-mb", type=number(0, 2**20),
-                   help="fusion buffer size, MiB")
-    p.add_argument("--start-timeout", type=number(0, 3600, lo_open=True), default=30.0,
-                   help="seconds for every task to reach hvd.init() (default 30)")
-    p.add_argument("task_command", metavar="command", nargs=argparse.REMAINDER,
-                   help="the program and its arguments")
+    from lab.cli_launchers import launcher_arguments
     from lab.megatron import plan_arguments
+
+    launcher_arguments(sub)
 
     plan_arguments(sub.add_parser("plan", help="rank (t, p, d, micro-batch) for a GPT on a "
                                   "cluster, by predicted throughput"))
@@ -139,14 +133,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _sweep(args: argparse.Namespace, real: bool = False) -> tuple[Any, list[int], list[int]]:
     """The twin, worlds and sizes asked for, checked (:func:`lab.checks.check_sweep`); a real
-    run's backend too. A strategy twin is refused: only ``compare`` takes it."""
+    run's backend too (the commands route a strategy twin elsewhere first)."""
     from lab.strategies import get_strategy
-    from lab.strategy_cli import refuse_outside_compare
     from lab.twins import get_twin
 
     strategy = get_strategy(args.twin)
-    if strategy is not None:
-        refuse_outside_compare(strategy, args.command)
+    if strategy is not None:  # the callers route strategy twins before checking a sweep
+        raise UsageError(f"{strategy.name} is a strategy twin: it sweeps {strategy.parameter}")
     try:
         twin = get_twin(args.twin)
     except KeyError as exc:
@@ -178,7 +171,7 @@ def cmd_list(args: argparse.Namespace) -> None:
 
 def cmd_calibrate(args: argparse.Namespace) -> None:
     """``distml-lab calibrate``."""
-    from lab.calibrate import calibrate, calibration_sweep
+    from lab.calibrate import calibrate, calibration_sweep, describe_entry
     from simulator.core.calibration import check_writable
 
     worlds = parse_worlds(args.world)
@@ -193,7 +186,7 @@ def cmd_calibrate(args: argparse.Namespace) -> None:
         print(f"calibrating {args.backend} with {world} ranks on {network} ...",
               file=sys.stderr)
         entry = calibrate(world, args.backend, path=args.calibration, network=network,
-                          bandwidth=bandwidth, **calibration_sweep(args.quick))
+                          bandwidth=bandwidth, progress=True, **calibration_sweep(args.quick))
         entries.append(entry)
     if args.json:
         from dataclasses import asdict
@@ -201,48 +194,44 @@ def cmd_calibrate(args: argparse.Namespace) -> None:
         print(json.dumps({"entries": [asdict(e) for e in entries]}, indent=2))
         return
     for e in entries:
-        worst = max((abs(r) for r in e.fit_rel_residuals), default=0.0)
-        print(f"{e.key}: α = {e.latency_s * 1e6:.1f} µs, B = {e.bandwidth_Bps / 1e9:.2f} GB/s"
-              f" (fit residuals ≤ {worst:.0%}), bus {e.bus_bandwidth_Bps / 1e9:.2f} GB/s with "
-              f"busy α {e.bus_latency_s * 1e6:.0f} µs, reduce {e.reduce_Bps / 1e9:.2f} GB/s, "
-              f"copy {e.memcpy_Bps / 1e9:.2f} GB/s, matmul {e.flops_per_s / 1e9:.1f} GFLOP/s"
-              + _among_messages(e))
-
-
-def _among_messages(entry: CalibrationEntry) -> str:
-    """``, a 1 MiB reduction among messages … µs (γ·n …)``: the reducing shift's step less the
-    shift's at the measured size nearest 1 MiB, beside what γ (16 MiB buffers, nothing else
-    running) gives the same bytes (empty where not measured)."""
-    pairs = list(zip(entry.exchange_sizes, entry.shift_ahead_times_s,
-                     entry.reduce_ahead_times_s, strict=False))
-    if not pairs:
-        return ""
-    n, shift_s, reducing_s = min(pairs, key=lambda t: abs(math.log2(t[0] / 2**20)))
-    return (f", a {n / 2**20:g} MiB reduction among messages {(reducing_s - shift_s) * 1e6:.0f} "
-            f"µs (γ·n {n / entry.reduce_Bps * 1e6:.0f} µs)")
+        print(describe_entry(e))
 
 
 def cmd_simulate(args: argparse.Namespace) -> None:
     """``distml-lab simulate``."""
     from lab.predict import predict
+    from lab.strategies import get_strategy
+    from lab.strategy_cli import simulate_strategy
     from simulator.core.hardware import PRESETS
 
+    strategy = get_strategy(args.twin)
+    if strategy is not None:
+        simulate_strategy(args, strategy)
+        return
     twin, worlds, sizes = _sweep(args)
     if args.cluster != "local" and args.cluster not in PRESETS:
         raise UsageError(f"unknown cluster {args.cluster!r}; choose local or one of "
                          f"{', '.join(sorted(PRESETS))}")
     network, bandwidth = check_network(args, worlds, machine=False)
-    rows = [row for world in worlds
-            for row in predict(twin, world, sizes, args.cluster, args.calibration,
-                               network=network, bandwidth=bandwidth)]
+    calibration = Calibration.load(args.calibration) if args.cluster == "local" else None
+    rows = [row for model in models_of(args) for world in worlds
+            for row in predict(twin, world, sizes, args.cluster, calibration,
+                               network=network, bandwidth=bandwidth, model=model)]
     _emit(args, {"records": rows}, rows, [("world", "world"), ("bytes", "size"),
-          ("predicted_s", "predicted(us)"), ("closed_form_s", "closed form(us)")])
+          ("model", "model"), ("predicted_s", "predicted(us)"),
+          ("closed_form_s", "closed form(us)")])
 
 
 def cmd_run(args: argparse.Namespace) -> None:
     """``distml-lab run``."""
     from lab.compare import run_real
+    from lab.strategies import get_strategy
+    from lab.strategy_cli import run_strategy
 
+    strategy = get_strategy(args.twin)
+    if strategy is not None:
+        run_strategy(args, strategy)
+        return
     twin, worlds, sizes = _sweep(args, real=True)
     network, bandwidth = check_network(args, worlds)
     rows = []
@@ -280,8 +269,9 @@ def cmd_compare(args: argparse.Namespace) -> None:
     ensure_calibrated(worlds, args.backend, args.calibration, quick=args.quick,
                       log=lambda m: print(m, file=sys.stderr), network=network,
                       bandwidth=bandwidth)
-    records = compare(twin, worlds, sizes, args.repeats, args.calibration, args.backend,
-                      network=network, bandwidth=bandwidth)
+    records = compare(twin, worlds, sizes, args.repeats, Calibration.load(args.calibration),
+                      args.backend, network=network, bandwidth=bandwidth,
+                      models=models_of(args))
     rows = records_as_dicts(records)
     if args.out:
         from lab.plots import plot_compare
@@ -300,10 +290,22 @@ def cmd_compare(args: argparse.Namespace) -> None:
                    ("busbw_GBps", "busbw(GB/s)"), ("builtin_median_s", "builtin(us)"),
                    ("builtin_busbw_GBps", "builtin busbw"), ("predicted_s", "predicted(us)"),
                    ("rel_error", "error")]
+    if args.model == "both":
+        at = columns.index(("rel_error", "error"))
+        columns[at:at + 1] = [("predicted_textbook_s", "textbook(us)"),
+                              ("rel_error_textbook", "textbook error"),
+                              ("rel_error", "host error")]
     _emit(args, {"records": rows, "median_abs_rel_error": median_abs_error(records)}, rows,
           columns)
     if not args.json:
-        print(f"median |relative error|: {median_abs_error(records):.1%}")
+        print(f"median |relative error|: {median_abs_error(records):.1%}"
+              + (f" (textbook tier: {median_abs_error(records, 'textbook'):.1%})"
+                 if args.model == "both" else ""))
+
+
+def models_of(args: argparse.Namespace) -> tuple[Model, ...]:
+    """The tiers ``--model`` asks for, simplest first."""
+    return ("textbook", "host") if args.model == "both" else (args.model,)
 
 
 def simulate_model(argv: Sequence[str]) -> None:
@@ -322,19 +324,12 @@ def simulate_model(argv: Sequence[str]) -> None:
 
 def cmd_report(args: argparse.Namespace) -> None:
     """``distml-lab report``: the tour."""
-    from lab.report import build_report
+    from lab.report import build_report, parse_chapters
 
     path = build_report(Path(args.out), quick=args.quick, calibration=args.calibration,
-                        log=lambda m: print(m, file=sys.stderr))
+                        log=lambda m: print(m, file=sys.stderr),
+                        chapters=parse_chapters(args.chapters), models=models_of(args))
     print(f"report written to {path}")
-
-
-def cmd_store_demo(args: argparse.Namespace) -> None:
-    """``distml-lab store-demo``: what each rank sees in a TCPStore and in sub-groups."""
-    from backends.store_demo import format_report, run
-
-    seen = run(args.world, args.missing_timeout)
-    print(json.dumps({"ranks": seen}, indent=2) if args.json else format_report(seen))
 
 
 def cmd_plan(args: argparse.Namespace) -> None:
@@ -345,22 +340,10 @@ def cmd_plan(args: argparse.Namespace) -> None:
     print(json.dumps(doc, indent=2) if args.json else plan_table(doc, args.top))
 
 
-def cmd_horovodrun(args: argparse.Namespace) -> int:
-    """``distml-lab horovodrun``: the job's exit status (:mod:`backends.horovod.runner`)."""
-    from backends.horovod.runner import horovodrun
-
-    mb = args.fusion_threshold_mb
-    command = args.task_command[1:] if args.task_command[:1] == ["--"] else args.task_command
-    if not command:
-        raise UsageError("no command to run (e.g. distml-lab horovodrun -np 2 python train.py)")
-    return horovodrun(args.np, command, cycle_time_ms=args.cycle_time_ms,
-                      fusion_threshold_bytes=None if mb is None else int(mb * 2**20),
-                      start_timeout_s=args.start_timeout)
-
-
 COMMANDS = {"list": cmd_list, "calibrate": cmd_calibrate, "simulate": cmd_simulate,
             "run": cmd_run, "compare": cmd_compare, "report": cmd_report,
             "store-demo": cmd_store_demo, "plan": cmd_plan}
+"""Each subcommand's function (``horovodrun``, which returns its job's exit status, apart)."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -368,12 +351,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     from backends.launch import RankError
     from backends.lifeline import sigterm_unwinds
     from lab.simulate_models import MODELS
+    from lab.strategy_cli import strategy_request
     from simulator.core.calibration import CalibrationError
 
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         with sigterm_unwinds():  # SIGTERM, like Ctrl-C, unwinds: ranks reaped, nothing left
-            if len(argv) >= 2 and argv[0] == "simulate" and argv[1] in MODELS:
+            if (len(argv) >= 2 and argv[0] == "simulate" and argv[1] in MODELS
+                    and not strategy_request(argv[2:])):  # else a strategy twin of that name
                 simulate_model(argv[1:])
                 return 0
             args = build_parser().parse_args(argv)

@@ -25,8 +25,14 @@ from lab.predict import check_world, predict
 from lab.records import Record
 from lab.sustained import measure_sustained
 from lab.twins import Twin, get_twin
-from simulator.core.calibration import SUSTAINED_REPEAT_S, CalibrationError, find_entry
+from simulator.core.calibration import (
+    SUSTAINED_REPEAT_S,
+    Calibration,
+    CalibrationError,
+    find_entry,
+)
 from simulator.core.engine import Trace
+from simulator.host.factory import Model
 
 # ---- the real side ------------------------------------------------------------------------
 
@@ -131,20 +137,23 @@ def ensure_calibrated(worlds: Sequence[int], backend: str = "gloo",
             if log:
                 log(f"calibrating world {max(world, 2)} first (one-off) ...")
             calibrate(max(world, 2), backend, path=calibration, network=network,
-                      bandwidth=bandwidth, **calibration_sweep(quick))
+                      bandwidth=bandwidth, progress=log is not None, **calibration_sweep(quick))
 
 
 def compare(twin: Twin, worlds: Sequence[int], sizes: Sequence[int], repeats: int = 10,
-            calibration: str | Path | None = None, backend: str = "gloo",
+            calibration: Calibration | str | Path | None = None, backend: str = "gloo",
             progress: bool = True, network: str = "loopback",
-            bandwidth: str | Sequence[str | int] | None = None) -> list[Record]:
+            bandwidth: str | Sequence[str | int] | None = None,
+            models: Sequence[Model] = ("host",)) -> list[Record]:
     """Predict and measure every point; one launch per world size (on ``network``). Each
     point is predicted as it was measured: as many calls back to back as a repeat ran
-    (:func:`measure_twin`), time per call."""
+    (:func:`measure_twin`), time per call — in each tier of ``models`` (the host tier's, else
+    the textbook's, is the record's ``predicted_s``)."""
     from tqdm import tqdm
 
     for world in worlds:
         check_world(twin, world)
+    calibration = Calibration.of(calibration)
     records: list[Record] = []
     bar = tqdm(total=len(worlds) * len(sizes), desc=f"compare {twin.name}", unit="point",
                file=sys.stderr, disable=None if progress else True, leave=False)
@@ -152,10 +161,12 @@ def compare(twin: Twin, worlds: Sequence[int], sizes: Sequence[int], repeats: in
         for world in worlds:
             measured = run_real(twin, world, sizes, repeats, backend, network=network,
                                 bandwidth=bandwidth)
-            predicted = predict(twin, world, sizes, "local", calibration, backend, network,
-                                bandwidth, calls=[row.get("calls", 1) for row in measured])
-            for pred, meas in zip(predicted, measured, strict=True):
-                records.append(_record(twin, world, pred, meas))
+            calls = [row.get("calls", 1) for row in measured]
+            tiers = {model: predict(twin, world, sizes, "local", calibration, backend, network,
+                                    bandwidth, calls=calls, model=model) for model in models}
+            for i, meas in enumerate(measured):
+                records.append(_record(twin, world, {m: rows[i] for m, rows in tiers.items()},
+                                       meas))
                 bar.update(1)
     finally:
         bar.close()
@@ -236,7 +247,8 @@ def compare_sustained(names: Sequence[str], worlds: Sequence[int], sizes: Sequen
             predicted = predict(twin, world, sizes, "local", cal, backend,
                                 calls=[row["calls"] for row in rows])
             for pred, meas in zip(predicted, rows, strict=True):
-                by_point[(twin.name, world, pred["bytes"])] = _record(twin, world, pred, meas)
+                by_point[(twin.name, world, pred["bytes"])] = _record(
+                    twin, world, {"host": pred}, meas)
     return [by_point[(t.name, w, n)] for t in twins for w in worlds for n in sizes]
 
 
@@ -251,11 +263,21 @@ def _retimed(rows: Sequence[dict[str, Any]], key: str, sizes: Sequence[int],
     return [new.get(n, t) for n, t in zip(sizes, times_s, strict=True)]
 
 
-def _record(twin: Twin, world: int, pred: dict[str, Any], meas: dict[str, Any]) -> Record:
-    """One point: prediction, measurement, error, and nccl-tests' columns."""
+def _record(twin: Twin, world: int, tiers: dict[str, dict[str, Any]],
+            meas: dict[str, Any]) -> Record:
+    """One point: prediction (``tiers``: :func:`predict`'s row by model), measurement,
+    error, and nccl-tests' columns."""
     from lab.nccl_tests import algbw_GBps, busbw_GBps
 
+    model = "host" if "host" in tiers else next(iter(tiers))
+    pred = tiers[model]
     nbytes, median = pred["bytes"], meas["median_s"]
+    both: dict[str, Any] = {"model": model}
+    if len(tiers) > 1:
+        both = {"model": "both"}
+        for m, row in tiers.items():
+            both[f"predicted_{m}_s"] = row["predicted_s"]
+            both[f"rel_error_{m}"] = (row["predicted_s"] - median) / median
     op = twin.operation or twin.name
     builtin = meas.get("builtin_median_s")
     return Record(
@@ -266,4 +288,4 @@ def _record(twin: Twin, world: int, pred: dict[str, Any], meas: dict[str, Any]) 
         algbw_GBps=algbw_GBps(nbytes, median), busbw_GBps=busbw_GBps(op, world, nbytes, median),
         builtin_median_s=builtin,
         builtin_busbw_GBps=None if builtin is None else busbw_GBps(op, world, nbytes, builtin),
-        calls=pred.get("calls", 1))
+        calls=pred.get("calls", 1), **both)

@@ -32,6 +32,7 @@ from simulator.horovod import (
 )
 from simulator.horovod.step import CACHE_CAPACITY
 from simulator.host import cluster_from_entry
+from simulator.host.factory import textbook_cluster
 
 MiB = 2**20
 DEFAULT_WIDTHS = (1024,) * 7
@@ -55,18 +56,26 @@ def negotiation_bytes(tensors: int) -> int:
 
 
 def predict(entry: CalibrationEntry, primitives: Primitives, world: int,
-            fusion_threshold_mb: float, cycle_time_ms: float) -> HorovodPrediction:
-    """The simulated step on the calibrated local cluster, every rank's threads sharing
-    ``entry.cores``, priced by :func:`costs`."""
-    cluster = cluster_from_entry(entry, world_size=world)
+            fusion_threshold_mb: float, cycle_time_ms: float,
+            model: str = "host") -> HorovodPrediction:
+    """The simulated step on the calibrated local cluster in tier ``model``
+    (:mod:`simulator.host.factory`), every rank's threads sharing ``entry.cores``, priced by
+    :func:`costs`."""
+    cluster = (textbook_cluster(entry, world) if model == "textbook"
+               else cluster_from_entry(entry, world_size=world))
     return predict_step(cluster, primitives.workload,
                         settings(fusion_threshold_mb, cycle_time_ms, world),
-                        costs(entry, world, primitives), cores=float(entry.cores),
+                        costs(entry, world, primitives, model), cores=float(entry.cores),
                         interference=primitives.interference)
 
 
-def costs(entry: CalibrationEntry, world: int, primitives: Primitives) -> HorovodCosts:
-    """The engine's costs on the calibrated machine.
+def costs(entry: CalibrationEntry, world: int, primitives: Primitives,
+          model: str = "host") -> HorovodCosts:
+    """The engine's costs on the calibrated machine, in tier ``model``.
+
+    The textbook tier prices every all-reduce, the negotiation's included, as gloo's ring on
+    :func:`simulator.host.factory.textbook_cluster` (α, B, the shared bus, γ), with the copy
+    rate, the measured SGD step and the idle engine's CPU per cycle. The host tier:
 
     * Fused all-reduces of at least :data:`lab.calibrate.EXCHANGE_MIN_BYTES` (where the
       calibration's exchange measurement starts) on the calibrated cluster as gloo's ring
@@ -93,9 +102,12 @@ def costs(entry: CalibrationEntry, world: int, primitives: Primitives) -> Horovo
                                                 bus_latency_s=latency_s, chain_latency_s=[],
                                                 chain_ahead_latency_s=[]), world_size=world)
 
-    cluster = gloo_ring_cluster(entry, world)
     tensors = len(primitives.workload.param_sizes)
     optimizer_Bps = primitives.workload.param_bytes / max(primitives.optimizer_s, 1e-12)
+    if model == "textbook":
+        return HorovodCosts.on(textbook_cluster(entry, world), negotiation_bytes(tensors),
+                               optimizer_Bps=optimizer_Bps, cycle_cpu_s=primitives.cycle_cpu_s)
+    cluster = gloo_ring_cluster(entry, world)
     if world < 2 or primitives.small_latency_s <= 0:
         return HorovodCosts.on(cluster, negotiation_bytes(tensors), optimizer_Bps=optimizer_Bps,
                                cycle_cpu_s=primitives.cycle_cpu_s)

@@ -60,14 +60,22 @@ def sweep_points(thresholds_mb: Sequence[float] = THRESHOLDS_MB,
             + [("cycle", fixed_threshold_mb, c) for c in cycles_ms])
 
 
+def measure_points(widths: Sequence[int], batch: int, world: int,
+                   settings: Sequence[tuple[float, float]], repeats: int = 10
+                   ) -> list[dict[str, Any]]:
+    """The real engine at every ``(threshold MiB, cycle ms)`` on ``world`` processes, one
+    launch: rank 0's row of each (:func:`lab.horovod_measure.measure_settings`)."""
+    from backends.launch import spawn
+
+    return list(spawn(measure_settings, world, list(widths), batch, list(settings), repeats,
+                      timeout=600)[0])
+
+
 def sweep(entry: CalibrationEntry, primitives: Primitives, widths: Sequence[int], world: int,
           points: Sequence[tuple[str, float, float]], repeats: int = 10) -> list[Point]:
     """Predict and measure every point at one world size (one launch)."""
-    from backends.launch import spawn
-
-    settings_ = [(t, c) for _, t, c in points]
-    rows = spawn(measure_settings, world, list(widths), primitives.workload.batch, settings_,
-                 repeats, timeout=600)[0]
+    rows = measure_points(widths, primitives.workload.batch, world,
+                          [(t, c) for _, t, c in points], repeats)
     out = []
     for (kind, t, c), row in zip(points, rows, strict=True):
         pred = predict(entry, primitives, world, t, c)

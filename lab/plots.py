@@ -107,3 +107,37 @@ def plot_timelines(predicted: Trace, measured: Trace | None = None,
                    fontsize=8)
     fig.tight_layout()
     return _save(fig, path)
+
+
+def plot_strategy(rows: Sequence[dict[str, Any]], parameter: str,
+                  path: str | Path | None = None, title: str | None = None) -> Figure:
+    """A strategy twin's step time over the values of its ``parameter`` (one panel, a line
+    per world size): each tier's prediction as a line, the measured median as points with
+    their p10–p90 bars. ``rows`` are :func:`lab.strategies.run_comparison`'s."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    values = list(dict.fromkeys(str(r["point"][parameter]) for r in rows))
+    styles = {"textbook": ":", "host": "-"}
+    for i, world in enumerate(sorted({r["world"] for r in rows})):
+        pts = [r for r in rows if r["world"] == world]
+        x = [values.index(str(r["point"][parameter])) for r in pts]
+        colour = f"C{i}"
+        tiers = [m for m in styles if f"predicted_{m}_s" in pts[0]]
+        for m in tiers or [pts[0].get("model", "host")]:
+            key = f"predicted_{m}_s" if tiers else "predicted_s"
+            ax.plot(x, [r[key] * 1e3 for r in pts], styles.get(m, "-"), color=colour,
+                    marker="x", label=f"predicted ({m}), p={world}")
+        median = [r["measured_median_s"] * 1e3 for r in pts]
+        below = [r["measured_median_s"] * 1e3 - r["measured_p10_s"] * 1e3 for r in pts]
+        above = [r["measured_p90_s"] * 1e3 - r["measured_median_s"] * 1e3 for r in pts]
+        ax.errorbar(x, median, yerr=[below, above], fmt="o", color=colour, capsize=3,
+                    label=f"measured median, p={world}")
+    ax.set_xticks(range(len(values)))
+    ax.set_xticklabels(values)
+    ax.set_xlabel(parameter)
+    ax.set_ylabel("time per step (ms)")
+    ax.set_ylim(bottom=0)
+    ax.set_title(title or (f"{rows[0]['twin']}: predicted vs measured (bars: p10–p90)"
+                           if rows else "no data"))
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig, path)

@@ -1,8 +1,8 @@
 """The prediction side of a comparison: the simulated twin on this machine's model, and the
 textbook's closed form beside it.
 
-* :func:`local_cluster` — the collectives' loopback model of this machine, solved once per
-  calibration file and world;
+* :func:`local_cluster` — this machine's loopback model in either tier, solved once per
+  calibration and world;
 * :func:`predict` — simulated seconds per call of each size (and the closed form), on that
   model, a preset cluster, or this machine's ranks on a shaped network;
 * :func:`closed_form` — the twin's formula with the cluster's α, β and γ.
@@ -16,8 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from lab.twins import Twin
+from simulator.core.calibration import Calibration
 from simulator.core.hardware import Cluster, preset
-from simulator.host import local_host_cluster, shaped_host_cluster
+from simulator.host import shaped_host_cluster
+from simulator.host.factory import Model
+from simulator.host.factory import local_cluster as factory_cluster
 
 
 def closed_form(twin: Twin, cluster: Cluster, nbytes: int) -> float | None:
@@ -32,53 +35,64 @@ def closed_form(twin: Twin, cluster: Cluster, nbytes: int) -> float | None:
                             cluster.devices[0].gamma_s_per_B)
 
 
-def local_cluster(world: int, backend: str = "gloo", calibration: str | Path | None = None
-                  ) -> Cluster:
-    """The collectives' model of this machine on loopback
-    (:func:`~simulator.host.local_host_cluster`): the bus fitted to bandwidth-bound exchanges,
-    gloo's receiver-driven sends with the calibrated notice and posting overhead. What
-    :func:`predict` and the report's timelines use.
+def local_cluster(world: int, backend: str = "gloo",
+                  calibration: Calibration | str | Path | None = None,
+                  model: Model = "host") -> Cluster:
+    """This machine's model on loopback in tier ``model``
+    (:func:`simulator.host.factory.local_cluster`): the host tier is the collectives' model —
+    the bus fitted to bandwidth-bound exchanges, gloo's receiver-driven sends with the
+    calibrated notice and posting overhead, every host effect the calibration measured; the
+    textbook tier α, β, γ and contention only. What :func:`predict` and the report's timelines
+    use.
 
-    Solving the bus takes seconds (:mod:`simulator.host.bus`), so the model is kept for as
-    long as its calibration file is unchanged (one solve per world for a whole sweep)."""
+    Solving the host tier takes seconds (:mod:`simulator.host.bus`), so a model is kept for as
+    long as its :class:`~simulator.core.calibration.Calibration` lives — or, given a path, as
+    long as that file is unchanged (one solve per world for a whole sweep)."""
     from simulator.core.calibration import default_calibration_path
 
+    if isinstance(calibration, Calibration):
+        return _solved(calibration, world, backend, model)
     path = Path(calibration) if calibration is not None else default_calibration_path()
     try:
         stamp = path.stat().st_mtime_ns
-    except OSError:  # no file: local_host_cluster says so
-        return local_host_cluster(world, backend, calibration, exchange_bus=True,
-                                  receiver_driven=True)
-    return _solved_local(world, backend, str(path.resolve()), stamp)
+    except OSError:  # no file: the lookup says so
+        return _solved(Calibration.load(path), world, backend, model)
+    return _solved_file(str(path.resolve()), stamp, world, backend, model)
 
 
 @functools.lru_cache(maxsize=16)
-def _solved_local(world: int, backend: str, path: str, stamp: int) -> Cluster:
+def _solved(calibration: Calibration, world: int, backend: str, model: Model) -> Cluster:
+    """:func:`local_cluster` of one loaded calibration."""
+    return factory_cluster(calibration.entry(world, backend), world, model)
+
+
+@functools.lru_cache(maxsize=16)
+def _solved_file(path: str, stamp: int, world: int, backend: str, model: Model) -> Cluster:
     """:func:`local_cluster` of the calibration file ``path`` as of ``stamp`` (its mtime)."""
-    return local_host_cluster(world, backend, path, exchange_bus=True, receiver_driven=True)
+    return factory_cluster(Calibration.load(path).entry(world, backend), world, model)
 
 
 def predict(twin: Twin, world: int, sizes: Sequence[int], cluster: str = "local",
-            calibration: str | Path | None = None, backend: str = "gloo",
+            calibration: Calibration | str | Path | None = None, backend: str = "gloo",
             network: str = "loopback", bandwidth: str | Sequence[str | int] | None = None,
-            calls: Sequence[int] | None = None) -> list[dict[str, Any]]:
+            calls: Sequence[int] | None = None, model: Model = "host"
+            ) -> list[dict[str, Any]]:
     """Simulated time (and closed form) of each size at one world size.
 
     ``network="shaped"`` (with ``cluster="local"``) predicts for this machine's ranks on the
     shaped network of ``bandwidth``: :func:`~simulator.host.shaped_host_cluster`, from that
-    network's calibration.
-    On loopback the ranks' sends are gloo's, receiver-driven
-    (:attr:`Cluster.receiver_driven_sends`).
+    network's calibration. On loopback ``model`` picks the tier (:func:`local_cluster`).
 
     ``calls`` (one per size): predict the time per call of that many calls run back to back
     on every rank, as :func:`measure_sustained` times them (``None``: one call).
     """
     check_world(twin, world)
     if network == "shaped" and cluster == "local":
-        machine = shaped_host_cluster(world, bandwidth or "1gbit", backend, calibration)
+        path = calibration.path if isinstance(calibration, Calibration) else calibration
+        machine = shaped_host_cluster(world, bandwidth or "1gbit", backend, path)
         cluster = machine.name
     elif cluster == "local":
-        machine = local_cluster(world, backend, calibration)
+        machine = local_cluster(world, backend, calibration, model)
     else:
         machine = preset(cluster, world)
     if calls is not None and len(calls) != len(sizes):
@@ -90,7 +104,7 @@ def predict(twin: Twin, world: int, sizes: Sequence[int], cluster: str = "local"
         rows.append({"twin": twin.name, "world": world, "bytes": nbytes,
                      "predicted_s": result.makespan_s / k, "calls": k,
                      "closed_form_s": closed_form(twin, machine, nbytes),
-                     "cluster": cluster})
+                     "cluster": cluster, "model": model if cluster == "local" else "preset"})
     return rows
 
 

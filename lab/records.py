@@ -39,13 +39,25 @@ class Record:
     builtin_median_s: float | None = None
     builtin_busbw_GBps: float | None = None
     calls: int = 1
+    model: str = "host"
+    """The tier of ``predicted_s`` (``textbook`` or ``host``), ``both`` when the row also
+    holds each tier's prediction and error below (``None`` otherwise)."""
+    predicted_textbook_s: float | None = None
+    rel_error_textbook: float | None = None
+    predicted_host_s: float | None = None
+    rel_error_host: float | None = None
 
 
-def median_abs_error(records: Sequence[Record]) -> float:
-    """Median over points of |rel_error| (NaN for no points)."""
-    if not records:
-        return math.nan
-    return statistics.median(abs(r.rel_error) for r in records)
+def median_abs_error(records: Sequence[Any], model: str | None = None) -> float:
+    """Median over points of |rel_error| — of tier ``model``'s ``rel_error_{model}`` where
+    given — for :class:`Record` objects or row dicts (NaN for no points)."""
+    key = "rel_error" if model is None else f"rel_error_{model}"
+    errors = [(r if isinstance(r, dict) else asdict(r)).get(key) for r in records]
+    if model is not None and all(e is None for e in errors):  # one tier only: rel_error
+        rows = [r if isinstance(r, dict) else asdict(r) for r in records]
+        errors = [r["rel_error"] for r in rows if r.get("model") == model]
+    found = [abs(e) for e in errors if e is not None]
+    return statistics.median(found) if found else math.nan
 
 
 def write_csv(rows: Sequence[dict[str, Any]], path: Path) -> Path:

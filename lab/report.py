@@ -1,10 +1,14 @@
-"""``distml-lab report``: the tour a newcomer runs first (``make demo``).
+"""``distml-lab report``: the whole book, predicted beside measured (``make demo``).
 
 1. Calibrate this machine if it has no calibration yet for the world sizes needed.
-2. For every registered twin: its quick sweep, predicted and measured (``compare``), written as
-   CSV and JSON, with a plot; one point's predicted and measured timelines as a PNG and as
-   Chrome traces (open them in https://ui.perfetto.dev).
-3. ``index.md``: the calibration, and per twin a table of prediction beside measurement.
+2. For every chapter chosen (``--chapters``, default all): each of its twins' sweeps, predicted
+   in the model tiers asked for (``--model``, default both: the textbook's α-β-γ model and the
+   host model on top of it) and measured — the collectives over message sizes, the strategies
+   over the parameter their chapter teaches (:mod:`lab.strategies`) — written as CSV and JSON,
+   with a plot; for a collective also one point's predicted and measured timelines as a PNG and
+   as Chrome traces (open them in https://ui.perfetto.dev).
+3. ``index.md``: the calibration, a summary of the median |error| of each tier per chapter,
+   then one section per chapter with a table per twin (:mod:`lab.report_sections`).
 
 Everything goes to a hidden folder beside ``out`` first and moves into place only when complete,
 so an interrupted report never leaves a half-written one. ``out`` may be new, empty or a report
@@ -16,21 +20,75 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from lab.compare import compare, ensure_calibrated, measured_trace
 from lab.outputs import check_report_folder, remove_partial, replace_report, write_manifest
-from lab.plots import plot_compare, plot_timelines
+from lab.plots import plot_compare, plot_strategy, plot_timelines
 from lab.predict import local_cluster
-from lab.records import median_abs_error, records_as_dicts, write_csv, write_json
-from lab.twins import all_twins
-from lab.units import format_size
-from simulator.core.calibration import check_writable, find_entry
+from lab.records import records_as_dicts, write_csv, write_json
+from lab.report_sections import Section, calibration_table, summary_table, twin_section
+from lab.strategies import StrategyTwin, all_strategies, run_comparison
+from lab.strategy_cli import in_chapter
+from lab.twins import Twin, all_twins
+from lab.units import UsageError, format_size
+from simulator.core.calibration import Calibration, check_writable
+from simulator.host.factory import Model
+
+CHAPTERS = tuple(range(1, 15))
+"""The book's chapters the lab has twins for."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a report runs: each twin with its worlds and its sizes or points."""
+
+    collectives: list[tuple[Twin, tuple[int, ...], tuple[int, ...]]]
+    strategies: list[tuple[StrategyTwin, tuple[int, ...], tuple[Any, ...]]]
+
+    def calibrated_worlds(self) -> list[int]:
+        """The world sizes whose calibration the predictions read."""
+        worlds = {max(w, 2) for _, ws, _ in self.collectives for w in ws}
+        worlds |= {t.processes(w, p) for t, ws, ps in self.strategies if t.calibrated
+                   for w in ws for p in ps}
+        return sorted(worlds)
+
+
+def parse_chapters(text: str | None) -> list[int]:
+    """``"1,2,5"`` → ``[1, 2, 5]`` (``None``: every chapter); one line for anything else."""
+    if text is None:
+        return list(CHAPTERS)
+    chapters = []
+    for part in text.split(","):
+        part = part.strip()
+        if not (part.isascii() and part.isdigit()) or int(part) not in CHAPTERS:
+            raise UsageError(f"invalid --chapters {text!r}: chapter numbers from "
+                             f"{CHAPTERS[0]} to {CHAPTERS[-1]}, like 1,2,5")
+        chapters.append(int(part))
+    return sorted(set(chapters))
+
+
+def plan(chapters: Sequence[int], quick: bool) -> Plan:
+    """The twins of ``chapters`` and their sweeps: a collective's tour sizes, a strategy's
+    quick points at its first quick world (``quick``: a collective's first two sizes too)."""
+    def wanted(chapter: str) -> bool:
+        return any(in_chapter(chapter, str(c)) for c in chapters)
+
+    collectives = [(t, t.quick_worlds[:1] if quick else t.quick_worlds,
+                    t.quick_sizes[:2] if quick else t.quick_sizes)
+                   for t in all_twins() if t.tour and wanted(t.chapter)]
+    strategies = [(t, t.quick_worlds[:1], t.quick_points)
+                  for t in all_strategies() if wanted(t.chapter)]
+    return Plan(collectives, strategies)
 
 
 def build_report(out: Path, quick: bool = False, calibration: str | Path | None = None,
-                 log: Callable[[str], None] = print, repeats: int | None = None) -> Path:
+                 log: Callable[[str], None] = print, repeats: int | None = None,
+                 chapters: Sequence[int] | None = None,
+                 models: Sequence[Model] = ("textbook", "host")) -> Path:
     """Write the report into ``out`` and return its ``index.md`` (``out`` as
     :func:`lab.outputs.replace_report` leaves it).
 
@@ -43,57 +101,34 @@ def build_report(out: Path, quick: bool = False, calibration: str | Path | None 
     out = Path(out)
     check_report_folder(out)
     check_writable(calibration)
-    twins = [t for t in all_twins() if t.tour]
-    sweeps = {t.name: (t.quick_worlds[:1] if quick else t.quick_worlds,
-                       t.quick_sizes[:2] if quick else t.quick_sizes) for t in twins}
-    worlds = sorted({w for tworlds, _ in sweeps.values() for w in tworlds})
-    ensure_calibrated(worlds, calibration=calibration, quick=quick, log=log)
+    work = plan(chapters or CHAPTERS, quick)
+    ensure_calibrated(work.calibrated_worlds(), calibration=calibration, quick=quick, log=log)
+    cal = Calibration.load(calibration)  # resolved once: every prediction reads these entries
     repeats = repeats or (5 if quick else 20)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".report-", dir=out.parent))
     try:
+        sections: list[Section] = []
+        for twin, worlds, sizes in work.collectives:
+            sections.append(_collective(twin, worlds, sizes, repeats, cal, models, tmp, log))
+        for strategy, worlds, points in work.strategies:
+            log(f"{strategy.name}: comparing at worlds {list(worlds)}, "
+                f"{strategy.parameter} {list(points)} ...")
+            rows = run_comparison(strategy, worlds, points, max(3, repeats // 2), cal, models)
+            write_csv([_flat(r) for r in rows], tmp / f"{strategy.name}.csv")
+            write_json({"records": rows}, tmp / f"{strategy.name}.json")
+            plot_strategy(rows, strategy.parameter, tmp / f"{strategy.name}.png")
+            sections.append(Section(strategy.name, strategy.chapter, strategy.summary, rows,
+                                    strategy.parameter))
         lines = ["# distml-lab report", "",
                  "Prediction (simulated twin on this machine's calibration) beside measurement "
-                 "(real twin on real processes). Times in µs; error = (predicted − measured) / "
-                 "measured.", "", "## Calibration", "",
-                 "| entry | α (µs) | B (GB/s) | bus (GB/s) | busy α (µs) | reduce (GB/s) "
-                 "| copy (GB/s) | matmul (GFLOP/s) |",
-                 "|---|---|---|---|---|---|---|---|"]
-        for world in worlds:
-            e = find_entry(max(world, 2), path=calibration)
-            lines.append(f"| {e.key} | {e.latency_s * 1e6:.1f} | {e.bandwidth_Bps / 1e9:.2f} "
-                         f"| {e.bus_bandwidth_Bps / 1e9:.2f} | {e.bus_latency_s * 1e6:.1f} "
-                         f"| {e.reduce_Bps / 1e9:.2f} | {e.memcpy_Bps / 1e9:.2f} "
-                         f"| {e.flops_per_s / 1e9:.1f} |")
-        for twin in twins:
-            tworlds, sizes = sweeps[twin.name]
-            log(f"{twin.name}: comparing at worlds {list(tworlds)}, "
-                f"sizes {[format_size(s) for s in sizes]} ...")
-            records = compare(twin, tworlds, sizes, repeats, calibration)
-            rows = records_as_dicts(records)
-            write_csv(rows, tmp / f"{twin.name}.csv")
-            write_json({"records": rows}, tmp / f"{twin.name}.json")
-            plot_compare(records, tmp / f"{twin.name}.png")
-            world, nbytes = tworlds[-1], sizes[-1]
-            predicted = twin.simulate(local_cluster(world, calibration=calibration),
-                                      nbytes).trace
-            measured = measured_trace(twin, world, nbytes)
-            predicted.write_chrome(tmp / f"{twin.name}.predicted.trace.json", "predicted")
-            measured.write_chrome(tmp / f"{twin.name}.measured.trace.json", "measured")
-            plot_timelines(predicted, measured, tmp / f"{twin.name}.timeline.png",
-                           f"{twin.name}, p={world}, {format_size(nbytes)}")
-            lines += ["", f"## {twin.name} (chapter {twin.chapter})", "", twin.summary, "",
-                      f"Median |error|: {median_abs_error(records):.1%}", "",
-                      "| p | size | predicted | measured median | p10 | p90 | error |",
-                      "|---|---|---|---|---|---|---|"]
-            for r in records:
-                lines.append(f"| {r.world} | {format_size(r.bytes)} | {r.predicted_s * 1e6:.1f} "
-                             f"| {r.measured_median_s * 1e6:.1f} | {r.measured_p10_s * 1e6:.1f}"
-                             f" | {r.measured_p90_s * 1e6:.1f} | {r.rel_error:+.1%} |")
-            lines += ["", f"![{twin.name}]({twin.name}.png)", "",
-                      f"![{twin.name} timelines]({twin.name}.timeline.png)", "",
-                      f"Chrome traces: `{twin.name}.predicted.trace.json`, "
-                      f"`{twin.name}.measured.trace.json`."]
+                 "(real twin on real processes). Error = (predicted − measured) / measured. "
+                 "The *textbook* tier is the α-β-γ model with contention; the *host* tier adds "
+                 "the host effects this machine's calibration measured.", ""]
+        lines += calibration_table(cal, work.calibrated_worlds())
+        lines += summary_table(sections, models)
+        for section in sorted(sections, key=lambda s: int(s.chapter.partition("-")[0])):
+            lines += twin_section(section, models)
         lines += ["", f"_Generated in {time.monotonic() - started:.0f} s._", ""]
         (tmp / "index.md").write_text("\n".join(lines))
         write_manifest(tmp)
@@ -102,3 +137,31 @@ def build_report(out: Path, quick: bool = False, calibration: str | Path | None 
         if tmp.exists():
             remove_partial(tmp)
     return out / "index.md"
+
+
+def _collective(twin: Twin, worlds: Sequence[int], sizes: Sequence[int], repeats: int,
+                cal: Calibration, models: Sequence[Model], tmp: Path,
+                log: Callable[[str], None]) -> Section:
+    """A collective's sweep, its files, and one point's timelines (the host tier's, or the
+    only tier asked for)."""
+    log(f"{twin.name}: comparing at worlds {list(worlds)}, "
+        f"sizes {[format_size(s) for s in sizes]} ...")
+    records = compare(twin, worlds, sizes, repeats, cal, models=models)
+    rows = records_as_dicts(records)
+    write_csv(rows, tmp / f"{twin.name}.csv")
+    write_json({"records": rows}, tmp / f"{twin.name}.json")
+    plot_compare(records, tmp / f"{twin.name}.png")
+    world, nbytes = worlds[-1], sizes[-1]
+    model = "host" if "host" in models else models[0]
+    predicted = twin.simulate(local_cluster(world, calibration=cal, model=model), nbytes).trace
+    measured = measured_trace(twin, world, nbytes)
+    predicted.write_chrome(tmp / f"{twin.name}.predicted.trace.json", "predicted")
+    measured.write_chrome(tmp / f"{twin.name}.measured.trace.json", "measured")
+    plot_timelines(predicted, measured, tmp / f"{twin.name}.timeline.png",
+                   f"{twin.name}, p={world}, {format_size(nbytes)}")
+    return Section(twin.name, twin.chapter, twin.summary, rows, None, timeline=True)
+
+
+def _flat(r: dict[str, Any]) -> dict[str, Any]:
+    """A row for CSV: the point's parameter as a column of its own."""
+    return {**{k: v for k, v in r.items() if k != "point"}, **r["point"]}

@@ -9,10 +9,13 @@ model's size, the number of replicas, the bucket size, the micro-batches. A
 prediction (from the calibration and one-process profiles, never from a measurement of the
 strategy itself) beside the real twin's measured median, p10 and p90.
 
-Every row it returns carries the comparison fields of :class:`lab.records.Record` — ``twin``,
-``world``, ``bytes``, ``predicted_s``, ``measured_median_s``, ``measured_p10_s``,
-``measured_p90_s``, ``rel_error`` — plus ``point`` (``{parameter: value}``) and, where the
-chapter is about memory, ``predicted_peak_bytes`` and ``measured_peak_bytes``.
+A twin is two functions: :data:`Predict` (the simulated twin, in one or both model tiers) and
+:data:`Measure` (the real twin). ``distml-lab simulate`` calls the first, ``run`` the second,
+``compare`` and ``report`` both, merged into rows with the comparison fields of
+:class:`lab.records.Record` — ``twin``, ``world``, ``bytes``, ``predicted_s``,
+``measured_median_s``, ``measured_p10_s``, ``measured_p90_s``, ``rel_error`` — plus ``point``
+(``{parameter: value}``), ``model`` and, where the chapter is about memory,
+``predicted_peak_bytes`` and ``measured_peak_bytes``.
 
 Chapters add theirs with :func:`register`; ``distml-lab list`` shows them beside the
 collectives, and ``distml-lab compare NAME`` runs them.
@@ -23,14 +26,29 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-Comparison = Callable[[int, Sequence[Any], int, "str | Path | None"], list[dict[str, Any]]]
-"""``(world, points, repeats, calibration) -> rows``: one comparison at one world size."""
+if TYPE_CHECKING:
+    from simulator.core.calibration import Calibration
 
-FIELDS = ("twin", "world", "point", "bytes", "predicted_s", "measured_median_s",
+Predict = Callable[[int, Sequence[Any], "Calibration", Sequence[str]], list[dict[str, Any]]]
+"""``(world, points, calibration, models) -> rows``: the simulated twin at one world size, one
+row per point in order. A row holds ``predicted`` (``{model: seconds}`` for each of ``models``,
+tiers of :data:`simulator.host.factory.MODELS`), optionally ``bytes`` and ``predicted_peak_bytes``,
+and any prediction-side fields of the chapter's own (buckets, bubble …). It reads the
+calibration and one-process profiles only, never a measurement of the strategy itself."""
+
+Measure = Callable[[int, Sequence[Any], int], list[dict[str, Any]]]
+"""``(world, points, repeats) -> rows``: the real twin at one world size, one row per point in
+order, each with ``median_s``, ``p10_s`` and ``p90_s`` (s), optionally ``bytes`` and
+``measured_peak_bytes``, and any measured fields of the chapter's own (PyTorch's time …)."""
+
+FIELDS = ("twin", "world", "point", "bytes", "model", "predicted_s", "measured_median_s",
           "measured_p10_s", "measured_p90_s", "rel_error")
-"""The fields every row of a strategy twin has (besides its own)."""
+"""The fields every comparison row of a strategy twin has (besides its own). ``predicted_s``
+and ``rel_error`` are the host tier's where it was predicted (else the textbook's); with both
+tiers a row also has ``predicted_textbook_s``, ``rel_error_textbook``, ``predicted_host_s`` and
+``rel_error_host``."""
 
 
 @dataclass(frozen=True)
@@ -43,7 +61,8 @@ class StrategyTwin:
     parameter: str
     points: tuple[Any, ...]
     quick_points: tuple[Any, ...]
-    compare: Comparison
+    predict: Predict
+    measure: Measure
     worlds: tuple[int, ...] = (2,)
     quick_worlds: tuple[int, ...] = (2,)
     min_world: int = 2
@@ -58,6 +77,13 @@ class StrategyTwin:
     ranks: Callable[[int, Any], int] | None = None
     """Processes a point runs at world ``world`` (``None``: ``world``) — the world sizes that
     are calibrated before a comparison (a parameter server adds a scheduler and servers)."""
+    select: Callable[[int, Sequence[Any]], list[Any]] | None = None
+    """The points of a sweep that run at world ``world`` (``None``: all of them; Megatron's
+    grids run only where ``t·p·d = world``)."""
+
+    def points_at(self, world: int, points: Sequence[Any]) -> list[Any]:
+        """The points of ``points`` that run at ``world`` (:attr:`select`)."""
+        return list(points) if self.select is None else self.select(world, points)
 
     def processes(self, world: int, point: Any) -> int:
         """How many processes ``point`` starts at ``world``."""
@@ -105,19 +131,67 @@ def get_strategy(name: str) -> StrategyTwin | None:
     return {t.name: t for t in all_strategies()}.get(name)
 
 
-def row(twin: StrategyTwin, world: int, value: Any, predicted_s: float,
-        measured: dict[str, float], nbytes: int = 0, **extra: Any) -> dict[str, Any]:
-    """One comparison row: ``measured`` holds ``median_s``, ``p10_s`` and ``p90_s``; ``nbytes``
-    is what the point moves or holds (parameters' bytes, say), 0 where it has no size."""
+def merge(twin: StrategyTwin, world: int, point: Any, predicted: dict[str, Any],
+          measured: dict[str, Any], models: Sequence[str]) -> dict[str, Any]:
+    """One comparison row from a :data:`Predict` row and a :data:`Measure` row of one point."""
     median = measured["median_s"]
-    return {"twin": twin.name, "world": world, "point": {twin.parameter: value},
-            "bytes": nbytes, "predicted_s": predicted_s, "measured_median_s": median,
-            "measured_p10_s": measured["p10_s"], "measured_p90_s": measured["p90_s"],
-            "rel_error": (predicted_s - median) / median, **extra}
+    seconds = predicted["predicted"]
+    chosen = "host" if "host" in seconds else next(iter(seconds))
+    extra = {k: v for k, v in {**predicted, **measured}.items()
+             if k not in ("predicted", "median_s", "p10_s", "p90_s", "bytes")}
+    r = {"twin": twin.name, "world": world, "point": {twin.parameter: point},
+         "bytes": measured.get("bytes", predicted.get("bytes", 0)),
+         "model": "both" if len(models) > 1 else chosen,
+         "predicted_s": seconds[chosen], "measured_median_s": median,
+         "measured_p10_s": measured["p10_s"], "measured_p90_s": measured["p90_s"],
+         "rel_error": (seconds[chosen] - median) / median}
+    if len(models) > 1:
+        for model in models:
+            r[f"predicted_{model}_s"] = seconds[model]
+            r[f"rel_error_{model}"] = (seconds[model] - median) / median
+    return {**r, **extra}
+
+
+def prediction_rows(twin: StrategyTwin, world: int, points: Sequence[Any],
+                    calibration: Calibration, models: Sequence[str]) -> list[dict[str, Any]]:
+    """``distml-lab simulate`` of a strategy twin: the predicted rows at one world size."""
+    points = twin.points_at(world, points)
+    rows = []
+    for point, p in zip(points, twin.predict(world, points, calibration, models), strict=True):
+        seconds = p["predicted"]
+        chosen = "host" if "host" in seconds else next(iter(seconds))
+        extra = {k: v for k, v in p.items() if k not in ("predicted", "bytes")}
+        rows.append({"twin": twin.name, "world": world, "point": {twin.parameter: point},
+                     "bytes": p.get("bytes", 0), "model": chosen,
+                     "predicted_s": seconds[chosen],
+                     **{f"predicted_{m}_s": seconds[m] for m in models if len(models) > 1},
+                     **extra})
+    return rows
+
+
+def measurement_rows(twin: StrategyTwin, world: int, points: Sequence[Any], repeats: int
+                     ) -> list[dict[str, Any]]:
+    """``distml-lab run`` of a strategy twin: the measured rows at one world size."""
+    points = twin.points_at(world, points)
+    rows = []
+    for point, m in zip(points, twin.measure(world, points, repeats), strict=True):
+        extra = {k: v for k, v in m.items() if k not in ("median_s", "p10_s", "p90_s", "bytes")}
+        rows.append({"twin": twin.name, "world": world, "point": {twin.parameter: point},
+                     "bytes": m.get("bytes", 0), "measured_median_s": m["median_s"],
+                     "measured_p10_s": m["p10_s"], "measured_p90_s": m["p90_s"], **extra})
+    return rows
 
 
 def run_comparison(twin: StrategyTwin, worlds: Sequence[int], points: Sequence[Any],
-                   repeats: int, calibration: str | Path | None = None
-                   ) -> list[dict[str, Any]]:
-    """The twin's rows for every world size, in order."""
-    return [r for world in worlds for r in twin.compare(world, points, repeats, calibration)]
+                   repeats: int, calibration: Calibration,
+                   models: Sequence[str] = ("host",)) -> list[dict[str, Any]]:
+    """The twin's comparison rows for every world size, in order: measured first, then
+    predicted in every tier of ``models``, merged point by point (:func:`merge`)."""
+    rows = []
+    for world in worlds:
+        at = twin.points_at(world, points)
+        measured = twin.measure(world, at, repeats)
+        predicted = twin.predict(world, at, calibration, models)
+        rows += [merge(twin, world, point, p, m, models)
+                 for point, p, m in zip(at, predicted, measured, strict=True)]
+    return rows

@@ -7,36 +7,44 @@ parallelism), ``p`` pipeline stages (1F1B over ``m`` micro-batches, :mod:`backen
 and ``d`` data-parallel replicas. The sweep is the grid itself — the knob the chapter
 teaches — named as :attr:`lab.tensor_parallel.GridPoint.name` writes it: ``t2d1`` (two-way
 tensor parallel), ``t1d2`` (two replicas), ``t2d1-sp`` (with sequence parallelism),
-``t1p2d1m4`` (two pipeline stages, four micro-batches). A comparison at ``world`` ranks runs
-the points of that world (``t·p·d = world``) and skips the others.
+``t1p2d1m4`` (two pipeline stages, four micro-batches). At ``world`` ranks the twin runs the
+points of that world (``t·p·d = world``, :func:`at_world`) and skips the others.
 
 Per point, as ``benchmarks/tensor_parallel_accuracy.py`` does:
 
 * **predicted** — :func:`lab.tensor_parallel.predict`: each rank's compute profile (the step
-  with its collectives stood in, on ``min(world, cores)`` processes at once, in the
-  measurement's own rounds) replayed on this machine's calibrated cluster
-  (:func:`lab.tensor_parallel.waiting_cluster`: the calibration entry, with α taken from the
-  waiting primitive — tiny ring steps between computations, never the GPT's step), the ranks
-  sharing the host's cores;
+  with its collectives stood in, on ``min(world, cores)`` processes at once, taken in the
+  rounds of :func:`lab.tensor_parallel.measure_rank` beside the real steps, so that it sees
+  the host as a step does; those steps' times are not read) replayed on a cluster of the
+  chosen tier, the ranks sharing the host's cores: **textbook**,
+  :func:`simulator.host.factory.textbook_cluster` (the ping-pong's α and B, the shared bus);
+  **host**, this machine's calibrated cluster with α taken from the waiting primitive — tiny
+  ring steps between computations, never the GPT's step
+  (:func:`lab.tensor_parallel.waiting_cluster`). The row adds the host cluster's description
+  (``cluster``) and the waiting primitive's time (``exchange_in_chain_s``, s);
 * **measured** — the real :class:`backends.tensor_parallel.ParallelGPT` /
   :class:`backends.megatron.GridGPT` step on ``world`` spawned processes
   (:func:`lab.tensor_parallel.measure_rank`), the slowest rank's time per step: median, p10,
   p90 of barrier-aligned repeats of :data:`STEPS` steps back to back.
 
-Seconds; ``bytes`` is the whole (unsharded) model's float32 parameters.
+Rows add the grid (``t``, ``p``, ``d``, ``microbatches``, ``sequence_parallel``). Seconds;
+``bytes`` is the whole (unsharded) model's float32 parameters.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-from lab.strategies import StrategyTwin, register, row
+from lab.strategies import StrategyTwin, register
+from simulator.core.calibration import Calibration
 
 STEPS = 3
 """Training steps back to back per timed sample (the time per step), as the benchmark."""
+
+PROFILE_REPEATS = 5
+"""Rounds of the compute profile and of the waiting primitive a prediction takes."""
 
 _NAME = re.compile(r"t(\d+)(?:p(\d+))?d(\d+)(?:m(\d+))?(-sp)?")
 
@@ -56,41 +64,71 @@ def grid_point(name: str) -> Any:
     return point
 
 
-def _compare(world: int, points: Sequence[Any], repeats: int,
-             calibration: str | Path | None) -> list[dict[str, Any]]:
-    """Every point of ``world`` ranks profiled, measured (in one spawned group, interleaved
-    rounds) and predicted."""
+def at_world(world: int, points: Sequence[Any]) -> list[Any]:
+    """The grids of ``world`` ranks among ``points`` (the twin's ``select``); a one-line
+    error if there is none."""
+    from lab.units import UsageError
+
+    names = [name for name in points if grid_point(name).world == world]
+    if not names:
+        raise UsageError(f"no grid of {world} ranks among {', '.join(points)}: megatron's "
+                         f"points are t·p·d = world")
+    return names
+
+
+def _fields(grid: Any) -> dict[str, Any]:
+    """What a row says of its grid, predicted or measured alike."""
+    from backends.tensor_parallel.model import gpt_parameters
+
+    return {"bytes": 4 * gpt_parameters(grid.config), "t": grid.t, "p": grid.p, "d": grid.d,
+            "microbatches": grid.microbatches, "sequence_parallel": grid.sequence_parallel}
+
+
+def _launch(world: int, grids: Sequence[Any], repeats: int, profile: bool) -> dict[str, Any]:
+    """:func:`lab.tensor_parallel.measure_rank` on ``world`` single-threaded processes (as the
+    benchmark), with each grid's compute profile on ``min(world, cores)`` of them if
+    ``profile``: rank 0's result."""
     import torch
 
     from backends.launch import spawn
-    from backends.tensor_parallel.model import gpt_parameters
     from lab.pipeline import host_cores
-    from lab.tensor_parallel import measure_rank, point_fields, predict, waiting_cluster
-    from lab.units import UsageError
+    from lab.tensor_parallel import measure_rank, point_fields
 
-    grids = [grid_point(name) for name in points]
-    grids = [g for g in grids if g.world == world]
-    if not grids:
-        raise UsageError(f"no grid of {world} ranks among {', '.join(points)}: megatron's "
-                         f"points are t·p·d = world")
-    cores = host_cores()
     threads = torch.get_num_threads()
     try:
-        torch.set_num_threads(1)  # the ranks run single-threaded, as the benchmark
-        got = spawn(measure_rank, world, [point_fields(g) for g in grids], repeats, STEPS,
-                    min(world, cores), True, "mean", backend="gloo", timeout=120)[0]
+        torch.set_num_threads(1)
+        return dict(spawn(measure_rank, world, [point_fields(g) for g in grids], repeats, STEPS,
+                          min(world, host_cores()) if profile else 0, True, "mean",
+                          backend="gloo", timeout=120)[0])
     finally:
         torch.set_num_threads(threads)
-    cluster, described = waiting_cluster(
-        world, got["exchange_s"], calibration=None if calibration is None else str(calibration))
-    rows = []
-    for grid, ops, measured in zip(grids, got["profiles"], got["points"], strict=True):
-        rows.append(row(TWIN, world, grid.name, predict(grid, ops, cluster, cores), measured,
-                        nbytes=4 * gpt_parameters(grid.config), t=grid.t, p=grid.p, d=grid.d,
-                        microbatches=grid.microbatches,
-                        sequence_parallel=grid.sequence_parallel, cluster=described,
-                        exchange_in_chain_s=got["exchange_s"]))
-    return rows
+
+
+def _predict(world: int, points: Sequence[Any], calibration: Calibration,
+             models: Sequence[str]) -> list[dict[str, Any]]:
+    """Profile every grid of ``world`` ranks and the waiting primitive once, then replay each
+    grid's profile in each tier."""
+    from lab.pipeline import host_cores
+    from lab.tensor_parallel import predict, waiting_cluster
+    from simulator.host.factory import textbook_cluster
+
+    grids = [grid_point(name) for name in points]
+    got = _launch(world, grids, PROFILE_REPEATS, profile=True)
+    waited, described = waiting_cluster(world, got["exchange_s"], calibration=calibration)
+    clusters = {model: textbook_cluster(calibration.entry(world, "gloo"), world)
+                if model == "textbook" else waited for model in models}
+    return [{"predicted": {model: predict(grid, ops, cluster, host_cores())
+                           for model, cluster in clusters.items()},
+             **_fields(grid), "cluster": described, "exchange_in_chain_s": got["exchange_s"]}
+            for grid, ops in zip(grids, got["profiles"], strict=True)]
+
+
+def _measure(world: int, points: Sequence[Any], repeats: int) -> list[dict[str, Any]]:
+    """Every grid of ``world`` ranks in one spawned group, rounds interleaved."""
+    grids = [grid_point(name) for name in points]
+    got = _launch(world, grids, repeats, profile=False)
+    return [{"median_s": m["median_s"], "p10_s": m["p10_s"], "p90_s": m["p90_s"],
+             **_fields(grid)} for grid, m in zip(grids, got["points"], strict=True)]
 
 
 TWIN = register(StrategyTwin(
@@ -99,4 +137,5 @@ TWIN = register(StrategyTwin(
     parameter="grid",
     points=("t1d2", "t2d1", "t2d1-sp", "t1p2d1m4",
             "t1d4", "t2d2", "t2d2-sp", "t4d1", "t4d1-sp", "t1p2d2m2", "t2p2d1m4"),
-    quick_points=("t2d1", "t2d2"), compare=_compare, worlds=(2, 4), quick_worlds=(2,)))
+    quick_points=("t2d1", "t2d2"), predict=_predict, measure=_measure, worlds=(2, 4),
+    quick_worlds=(2,), select=at_world))

@@ -8,25 +8,32 @@ schedule's ``v``-fold smaller bubble. The model is :class:`lab.pipeline.Pipeline
 8-block MLP (width 256, hidden 1024), balanced by time on its profile (torchgpipe's
 ``balance_by_time``).
 
-Each point is :func:`lab.pipeline.side_by_side`: the per-layer profile measured on ONE process
-at the micro-batch size (:func:`lab.pipeline.profile`) and each stage's compute timed as the
-runtime runs it, alone and with one copy per stage computing at once — no messages, no
-pipeline (:func:`lab.pipeline.profile_stages_together`, the default of
-``benchmarks/pipeline_accuracy.py``) — handed to the simulated twin
-(:func:`lab.pipeline.predict`: :func:`simulator.pipeline.simulate.simulate_pipeline` on this
-machine's calibrated cluster, the stage processes sharing the host's cores), beside the real
-twin (:func:`lab.pipeline.measure`: :class:`backends.pipeline.runtime.Pipeline` on ``world``
-processes, the slowest rank's step, median/p10/p90). Times are one training step (every
-micro-batch forward and backward, then the update), s; ``bytes`` is the model's parameters.
+Each point predicts from the per-layer profile measured on ONE process at the micro-batch size
+(:func:`lab.pipeline.profile`) and each stage's compute timed as the runtime runs it, alone and
+with one copy per stage computing at once — no messages, no pipeline
+(:func:`lab.pipeline.profile_stages_together`, the default of
+``benchmarks/pipeline_accuracy.py``) — both profiled once per point and handed to the simulated
+twin (:func:`lab.pipeline.predict`: :func:`simulator.pipeline.simulate.simulate_pipeline`, the
+stage processes sharing the host's cores) in two tiers: **textbook**, on
+:func:`simulator.host.factory.textbook_cluster` (α, B, the shared bus), and **host**, on this
+machine's calibrated cluster with its measured effects (:func:`lab.pipeline.local_cluster`).
+It measures the real twin (:func:`lab.pipeline.measure`:
+:class:`backends.pipeline.runtime.Pipeline` on ``world`` processes, balanced by time on its own
+profile as torchgpipe does, the slowest rank's step, median/p10/p90). Times are one training
+step (every micro-batch forward and backward, then the update), s; ``bytes`` is the model's
+parameters. Rows add the schedule, ``chunks``, ``balance`` and ``batch``; a predicted row the
+bubble and each stage's peak activation bytes (of the host tier where it was predicted), a
+measured row each stage's peak activation bytes and the share of the host's CPU that other
+processes took meanwhile (``foreign_cpu_share``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-from lab.strategies import StrategyTwin, register, row
+from lab.strategies import StrategyTwin, register
+from simulator.core.calibration import Calibration
 
 CHUNKS = 2
 """Model chunks per rank of the interleaved schedule (Megatron's ``v``; at least 2)."""
@@ -39,44 +46,76 @@ TOGETHER_S = 0.5
 (:func:`lab.pipeline.profile_stages_together`)."""
 
 
-def _comparison(schedule: str) -> Any:
-    def compare(world: int, points: Sequence[Any], repeats: int,
-                calibration: str | Path | None) -> list[dict[str, Any]]:
-        from lab.pipeline import PipelineSetup, profile, profile_stages_together, side_by_side
-        from lab.units import UsageError
+def _setups(schedule: str, world: int, points: Sequence[Any]) -> list[Any]:
+    """Each point's :class:`lab.pipeline.PipelineSetup`, checked: a one-line error for a world
+    the model or the schedule cannot take."""
+    from lab.pipeline import PipelineSetup
+    from lab.units import UsageError
 
-        twin = SCHEDULES[schedule]
-        chunks = CHUNKS if schedule == "interleaved" else 1
-        if world * chunks > PipelineSetup.layers:
-            raise UsageError(f"{twin.name} at world {world} needs {world * chunks} virtual "
-                             f"stages; the model has {PipelineSetup.layers} blocks")
-        if schedule == "interleaved":
-            bad = [m for m in points if m % world]
-            if bad:
-                raise UsageError(f"{twin.name} needs the {world} stages to divide the "
-                                 f"micro-batches: not {', '.join(map(str, bad))}")
+    name = SCHEDULES[schedule].name
+    chunks = CHUNKS if schedule == "interleaved" else 1
+    if world * chunks > PipelineSetup.layers:
+        raise UsageError(f"{name} at world {world} needs {world * chunks} virtual "
+                         f"stages; the model has {PipelineSetup.layers} blocks")
+    if schedule == "interleaved":
+        bad = [m for m in points if m % world]
+        if bad:
+            raise UsageError(f"{name} needs the {world} stages to divide the "
+                             f"micro-batches: not {', '.join(map(str, bad))}")
+    return [PipelineSetup(stages=world, microbatches=m, schedule=schedule, chunks=chunks)
+            for m in points]
+
+
+def _fields(setup: Any, layers: Sequence[Any]) -> dict[str, Any]:
+    """What a balanced setup's rows say of it, predicted or measured alike."""
+    return {"bytes": sum(x.parameter_bytes for x in layers), "schedule": setup.schedule,
+            "chunks": setup.chunks, "balance": list(setup.balance or ()), "batch": setup.batch}
+
+
+def _twin(schedule: str) -> tuple[Any, Any]:
+    """The :data:`~lab.strategies.Predict` and :data:`~lab.strategies.Measure` of a schedule."""
+    def predict(world: int, points: Sequence[Any], calibration: Calibration,
+                models: Sequence[str]) -> list[dict[str, Any]]:
+        """Profile each point once, then simulate it in each tier."""
+        from lab.pipeline import local_cluster, profile, profile_stages_together
+        from lab.pipeline import predict as simulate
+        from simulator.host.factory import textbook_cluster
+
+        clusters = {model: textbook_cluster(calibration.entry(world, "gloo"), world)
+                    if model == "textbook" else local_cluster(world, calibration)[0]
+                    for model in models}
         rows = []
-        for m in points:
-            setup = PipelineSetup(stages=world, microbatches=m, schedule=schedule,
-                                  chunks=chunks)
+        for setup in _setups(schedule, world, points):
             layers = profile(setup, PROFILE_REPEATS)
-            stage_times = profile_stages_together(setup.with_balance(layers), TOGETHER_S)
-            out = side_by_side(setup, repeats, calibration=calibration, builtin=False,
-                               layer_profile=layers, stage_times=stage_times)
-            r = out["record"]
-            rows.append(row(twin, world, m, r["predicted_s"],
-                            {"median_s": r["measured_median_s"],
-                             "p10_s": r["measured_p10_s"], "p90_s": r["measured_p90_s"]},
-                            nbytes=sum(x.parameter_bytes for x in out["profile"]),
-                            schedule=schedule, chunks=chunks, balance=r["balance"],
-                            batch=r["batch"], predicted_bubble=r["predicted_bubble"],
-                            predicted_peak_activation_bytes=r[
-                                "predicted_peak_activation_bytes"],
-                            measured_peak_activation_bytes=r["measured_peak_activation_bytes"],
-                            foreign_cpu_share=r["foreign_cpu_share"]))
+            setup = setup.with_balance(layers)
+            stage_times = profile_stages_together(setup, TOGETHER_S)
+            tiers = {model: simulate(setup, layers, cluster=cluster, stage_times=stage_times)
+                     for model, cluster in clusters.items()}
+            chosen = tiers["host" if "host" in tiers else models[0]]
+            rows.append({"predicted": {m: r.step_time_s for m, r in tiers.items()},
+                         **_fields(setup, layers), "predicted_bubble": chosen.bubble_fraction,
+                         "predicted_peak_activation_bytes": chosen.peak_activation_bytes})
         return rows
 
-    return compare
+    def measure(world: int, points: Sequence[Any], repeats: int) -> list[dict[str, Any]]:
+        """Each point's real step, balanced by time on its own profile."""
+        from lab.pipeline import host_cores, profile
+        from lab.pipeline import measure as run
+
+        rows = []
+        for setup in _setups(schedule, world, points):
+            layers = profile(setup, PROFILE_REPEATS)
+            setup = setup.with_balance(layers)
+            got = run(setup, repeats, builtin=False)
+            timing = got["timing"]
+            rows.append({"median_s": timing["median_s"], "p10_s": timing["p10_s"],
+                         "p90_s": timing["p90_s"], **_fields(setup, layers),
+                         "measured_peak_activation_bytes": got["peak_activation_bytes"],
+                         "foreign_cpu_share": (got["foreign_cpu_s"] or 0.0)
+                         / (got["window_s"] * host_cores())})
+        return rows
+
+    return predict, measure
 
 
 SUMMARIES = {
@@ -88,10 +127,17 @@ SUMMARIES = {
                     "more messages", (4, 8, 16), (4,)),
 }
 
-SCHEDULES = {schedule: register(StrategyTwin(
-    name=f"pipeline.{schedule}", chapter="8-9", summary=summary, parameter="microbatches",
-    points=points, quick_points=quick, compare=_comparison(schedule), worlds=(2, 4),
-    quick_worlds=(2,), min_world=2, max_world=4))
-    for schedule, (summary, points, quick) in SUMMARIES.items()}
+
+
+def _register(schedule: str, summary: str, points: tuple[int, ...],
+              quick: tuple[int, ...]) -> StrategyTwin:
+    predict, measure = _twin(schedule)
+    return register(StrategyTwin(
+        name=f"pipeline.{schedule}", chapter="8-9", summary=summary, parameter="microbatches",
+        points=points, quick_points=quick, predict=predict, measure=measure, worlds=(2, 4),
+        quick_worlds=(2,), min_world=2, max_world=4))
+
+
+SCHEDULES = {schedule: _register(schedule, *spec) for schedule, spec in SUMMARIES.items()}
 """One twin per schedule; the interleaved one's points are multiples of 4, so that 2 or 4
 stages divide them (Megatron's schedule needs it; at 3 stages it says so)."""

@@ -12,18 +12,24 @@ world of ``data_parallel`` is its replicas); the sweep's **parameter** is the nu
 ``S``, so that ``--world`` × ``servers`` is the chapter's grid of servers × workers (the server
 bottleneck as workers are added, relieved by more servers). A run starts ``1 + S + W`` processes.
 
-Each point compares the predicted time per iteration (s, median over workers and iterations
-after the warm-up) — :func:`lab.parameter_server.predict`, from the calibration, the code's costs
+Each point predicts the time per iteration (s, median over workers and iterations after the
+warm-up) — :func:`lab.parameter_server.predict`, from the calibration, the code's costs
 measured on one process (:func:`lab.parameter_server.profile_costs`), a gradient profiled on one
 process (:func:`lab.parameter_server.profile_compute`) and the measured extra of a receive from
 any source (:func:`lab.parameter_server.measure_anysource`), never from a run of the parameter
-server — with the real twin's, each of ``repeats`` runs launched together
+server — in two tiers: **textbook**, the messages on
+:func:`simulator.host.factory.textbook_cluster` (α, B, the shared bus), and **host**, on the
+calibrated host with its measured effects; both with the roles sharing the host's cores. It
+measures the real twin's, each of ``repeats`` runs launched together
 (:func:`backends.parameter_server.train.run_scenarios`, as ``benchmarks/ps_accuracy.py`` does):
 median, p10 and p90 over the runs of each run's time per iteration.
 
 The prediction reads the calibration at ``1 + S + W`` ranks, which ``distml-lab compare``
 calibrates first (the twin's ``ranks``); called without one, the largest calibrated world below
-it is used (``calibration_world`` in each row; a line on stderr says so).
+it is used (``calibration_world`` in each row; a line on stderr says so). Rows also carry the
+trained model (``trained_model``), the consistency model and τ, and the idle time, largest
+staleness and throughput (examples/s), predicted (of the host tier where it was predicted) and
+measured.
 """
 
 from __future__ import annotations
@@ -32,10 +38,10 @@ import statistics
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
-from lab.strategies import StrategyTwin, register, row
+from lab.strategies import StrategyTwin, register
+from simulator.core.calibration import Calibration, CalibrationError
 
 MODEL = "mlp"
 """The model trained: the small dense MLP (:attr:`backends.parameter_server.PSConfig.mlp_sizes`),
@@ -59,14 +65,12 @@ def config(consistency: str, servers: int, workers: int) -> Any:
                     tau=TAU if consistency == "ssp" else 0, iterations=ITERATIONS, lr=LR)
 
 
-def calibration_entry(processes: int, calibration: str | Path | None) -> Any:
+def calibration_entry(processes: int, calibration: Calibration) -> Any:
     """The calibration at ``processes`` ranks, else the largest calibrated world below it (the
     CLI calibrates the workers' world); raises the lookup's error when there is none."""
-    from simulator.core.calibration import CalibrationError, find_entry
-
     for world in range(processes, 1, -1):
         try:
-            entry = find_entry(world, "gloo", path=calibration)
+            entry = calibration.entry(world, "gloo")
         except CalibrationError:
             continue
         if world != processes:
@@ -74,7 +78,7 @@ def calibration_entry(processes: int, calibration: str | Path | None) -> Any:
                   f"'distml-lab calibrate --world {processes}' for the exact one)",
                   file=sys.stderr)
         return entry
-    return find_entry(processes, "gloo", path=calibration)
+    return calibration.entry(processes, "gloo")
 
 
 def measure(cfg: Any, repeats: int) -> list[Any]:
@@ -96,18 +100,28 @@ def spread(samples: Sequence[float]) -> dict[str, float]:
     return {"median_s": statistics.median(samples), "p10_s": q[0], "p90_s": q[-1]}
 
 
-def _comparison(consistency: str) -> Any:
-    def compare(world: int, points: Sequence[Any], repeats: int,
-                calibration: str | Path | None) -> list[dict[str, Any]]:
-        """``world`` workers; one row per number of servers in ``points``."""
+def _point(consistency: str, servers: int, workers: int) -> dict[str, Any]:
+    """The fields that say which point a row is, predicted or measured alike."""
+    cfg = config(consistency, servers, workers)
+    return {"bytes": 4 * cfg.num_keys(), "servers": servers, "workers": workers,
+            "processes": 1 + servers + workers, "trained_model": MODEL,
+            "consistency": consistency, "tau": cfg.tau}
+
+
+def _twin(consistency: str) -> tuple[Any, Any]:
+    """The :data:`~lab.strategies.Predict` and :data:`~lab.strategies.Measure` of one
+    consistency model: ``world`` workers, one row per number of servers in ``points``."""
+    def predict(world: int, points: Sequence[Any], calibration: Calibration,
+                models: Sequence[str]) -> list[dict[str, Any]]:
+        """The code's costs once, a gradient and the any-source receive per point, then each
+        tier."""
         from lab.parameter_server import (
             measure_anysource,
-            predict,
             profile_compute,
             profile_costs,
         )
+        from lab.parameter_server import predict as simulate
 
-        twin = TWINS[consistency]
         costs = profile_costs()
         anysource: dict[int, float] = {}
         rows = []
@@ -117,23 +131,31 @@ def _comparison(consistency: str) -> Any:
             entry = calibration_entry(processes, calibration)
             if processes not in anysource:
                 anysource[processes] = measure_anysource(processes)
-            runs = measure(cfg, repeats)
-            predicted = predict(cfg, entry, replace(costs, anysource_s=anysource[processes]),
-                                profile_compute(cfg))
-            rows.append(row(
-                twin, world, servers, predicted.time_per_iteration_s(),
-                spread([r.time_per_iteration_s for r in runs]), nbytes=4 * cfg.num_keys(),
-                servers=servers, workers=world, processes=processes, model=MODEL,
-                consistency=consistency, tau=cfg.tau, calibration_world=entry.world_size,
-                predicted_idle_s=predicted.idle_time_s(),
-                measured_idle_s=statistics.median(r.idle_time_s for r in runs),
-                predicted_max_staleness=int(predicted.staleness.max()),
-                measured_max_staleness=max(r.max_staleness for r in runs),
-                predicted_throughput=predicted.throughput(cfg.batch_size),
-                measured_throughput=statistics.median(r.throughput for r in runs)))
+            compute = profile_compute(cfg)
+            tiers = {model: simulate(cfg, entry, replace(costs, anysource_s=anysource[processes]),
+                                     compute, model=model) for model in models}
+            chosen = tiers["host" if "host" in tiers else models[0]]
+            rows.append({"predicted": {m: t.time_per_iteration_s() for m, t in tiers.items()},
+                         **_point(consistency, servers, world),
+                         "calibration_world": entry.world_size,
+                         "predicted_idle_s": chosen.idle_time_s(),
+                         "predicted_max_staleness": int(chosen.staleness.max()),
+                         "predicted_throughput": chosen.throughput(cfg.batch_size)})
         return rows
 
-    return compare
+    def measure_(world: int, points: Sequence[Any], repeats: int) -> list[dict[str, Any]]:
+        """``repeats`` runs of each point, launched together."""
+        rows = []
+        for servers in points:
+            runs = measure(config(consistency, servers, world), repeats)
+            rows.append({**spread([r.time_per_iteration_s for r in runs]),
+                         **_point(consistency, servers, world),
+                         "measured_idle_s": statistics.median(r.idle_time_s for r in runs),
+                         "measured_max_staleness": max(r.max_staleness for r in runs),
+                         "measured_throughput": statistics.median(r.throughput for r in runs)})
+        return rows
+
+    return predict, measure_
 
 
 SUMMARIES = {"bsp": "bulk synchronous: a push is answered once every worker's update of the "
@@ -142,10 +164,15 @@ SUMMARIES = {"bsp": "bulk synchronous: a push is answered once every worker's up
                     f"t - tau",
              "async": "asynchronous: pushes applied on arrival, no worker ever waits"}
 
-TWINS = {consistency: register(StrategyTwin(
-    name=f"ps.{consistency}", chapter="3",
-    summary=f"parameter server (S servers, world = W workers), {text}",
-    parameter="servers", points=(1, 2), quick_points=(1,), compare=_comparison(consistency),
-    worlds=(2, 3), quick_worlds=(2,), min_world=1, max_world=4,
-    world_unit="workers", ranks=lambda workers, servers: 1 + servers + workers))
-    for consistency, text in SUMMARIES.items()}
+
+def _register(consistency: str, text: str) -> StrategyTwin:
+    predict, measure_ = _twin(consistency)
+    return register(StrategyTwin(
+        name=f"ps.{consistency}", chapter="3",
+        summary=f"parameter server (S servers, world = W workers), {text}",
+        parameter="servers", points=(1, 2), quick_points=(1,), predict=predict,
+        measure=measure_, worlds=(2, 3), quick_worlds=(2,), min_world=1, max_world=4,
+        world_unit="workers", ranks=lambda workers, servers: 1 + servers + workers))
+
+
+TWINS = {consistency: _register(consistency, text) for consistency, text in SUMMARIES.items()}

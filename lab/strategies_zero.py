@@ -1,19 +1,25 @@
 """ZeRO's three stages as strategy twins (book chapter 14): ``zero.1``, ``zero.2``, ``zero.3``.
 
-Each sweeps the model's size — an MLP ``(512, h, h, 512)``, ``h`` its hidden width — and
-compares, per point, the predicted training step (:func:`lab.zero.predict_step`, from a
-one-process profile and the calibration) with the real :class:`backends.zero.Zero` step on
-``world`` processes, and the model-state bytes a rank is predicted to hold
-(:func:`simulator.zero.model_state_bytes`) with what it holds.
+Each sweeps the model's size — an MLP ``(512, h, h, 512)``, ``h`` its hidden width. Per
+point the prediction (:func:`lab.zero.predict_step`) reads a one-process profile
+(:func:`lab.zero.profile_units`), the optimizer step timed with every rank stepping at once
+(:func:`lab.zero.optimizer_step_together_s`) and the calibration, in two tiers: **textbook**,
+the collectives on :func:`simulator.host.factory.textbook_cluster` (α, B, the shared bus, γ),
+and **host**, on the calibrated host with its measured effects; both with the ranks sharing
+the host's cores. It also gives the model-state bytes a rank is predicted to hold
+(:func:`simulator.zero.model_state_bytes`, ``predicted_model_state_bytes``). The measurement
+is the real :class:`backends.zero.Zero` step on ``world`` processes
+(:func:`lab.zero.measure_stages`) and the model-state bytes a rank holds
+(``measured_model_state_bytes``). Seconds and bytes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-from lab.strategies import StrategyTwin, register, row
+from lab.strategies import StrategyTwin, register
+from simulator.core.calibration import Calibration
 
 BATCH = 64
 """Rows per rank per step."""
@@ -24,24 +30,43 @@ def widths(hidden: int) -> tuple[int, ...]:
     return (512, hidden, hidden, 512)
 
 
-def _comparison(stage: int) -> Any:
-    def compare(world: int, points: Sequence[Any], repeats: int,
-                calibration: str | Path | None) -> list[dict[str, Any]]:
-        from lab.zero import compare_stages
+def _twin(stage: int) -> tuple[Any, Any]:
+    """Stage ``stage``'s :data:`~lab.strategies.Predict` and :data:`~lab.strategies.Measure`."""
+    def predict(world: int, points: Sequence[Any], calibration: Calibration,
+                models: Sequence[str]) -> list[dict[str, Any]]:
+        """Profile each model once (one process, then the update on every rank at once),
+        then simulate it in each tier."""
+        from lab.models import mlp, parameter_count
+        from lab.zero import optimizer_step_together_s, predict_step, profile_units
+        from simulator.zero import model_state_bytes
 
-        twin = STAGES[stage]
         rows = []
         for hidden in points:
-            (pt,) = compare_stages(world, widths(hidden), BATCH, repeats, stages=(stage,),
-                                   calibration=calibration)
-            rows.append(row(twin, world, hidden, pt.predicted_s,
-                            {"median_s": pt.measured_median_s, "p10_s": pt.measured_p10_s,
-                             "p90_s": pt.measured_p90_s}, nbytes=4 * pt.params,
-                            predicted_model_state_bytes=pt.predicted_states["total"],
-                            measured_model_state_bytes=pt.measured_states["total"]))
+            units = profile_units(mlp(widths(hidden)), BATCH)
+            params = parameter_count(widths(hidden))
+            together = optimizer_step_together_s(
+                world, params if stage == 0 else -(-params // world))
+            states = model_state_bytes(params, stage, world, "fp32", "adam").as_dict()
+            rows.append({"predicted": {model: predict_step(world, stage, units, calibration,
+                                                           together, model)
+                                       for model in models},
+                         "bytes": 4 * params, "predicted_model_state_bytes": states["total"]})
         return rows
 
-    return compare
+    def measure(world: int, points: Sequence[Any], repeats: int) -> list[dict[str, Any]]:
+        """The real step of each model on ``world`` processes."""
+        from lab.models import parameter_count
+        from lab.zero import measure_stages
+
+        rows = []
+        for hidden in points:
+            got = measure_stages(world, (stage,), widths(hidden), BATCH, repeats)[stage]
+            rows.append({"median_s": got["median_s"], "p10_s": got["p10_s"],
+                         "p90_s": got["p90_s"], "bytes": 4 * parameter_count(widths(hidden)),
+                         "measured_model_state_bytes": got["model_states"]["total"]})
+        return rows
+
+    return predict, measure
 
 
 SUMMARIES = {1: "optimizer state partitioned: reduce-scatter the gradients, all-gather "
@@ -49,8 +74,13 @@ SUMMARIES = {1: "optimizer state partitioned: reduce-scatter the gradients, all-
              2: "gradients partitioned too: each bucket reduce-scattered to its owner",
              3: "parameters partitioned too: all-gathered unit by unit, forward and backward"}
 
-STAGES = {stage: register(StrategyTwin(
-    name=f"zero.{stage}", chapter="14", summary=f"ZeRO stage {stage}: {text}",
-    parameter="hidden", points=(512, 1024, 2048), quick_points=(256,),
-    compare=_comparison(stage), worlds=(2, 4), quick_worlds=(2,), memory=True))
-    for stage, text in SUMMARIES.items()}
+
+def _register(stage: int, text: str) -> StrategyTwin:
+    predict, measure = _twin(stage)
+    return register(StrategyTwin(
+        name=f"zero.{stage}", chapter="14", summary=f"ZeRO stage {stage}: {text}",
+        parameter="hidden", points=(512, 1024, 2048), quick_points=(256,), predict=predict,
+        measure=measure, worlds=(2, 4), quick_worlds=(2,), memory=True))
+
+
+STAGES = {stage: _register(stage, text) for stage, text in SUMMARIES.items()}

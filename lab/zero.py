@@ -4,8 +4,9 @@
   the per-layer forward/backward profile of :func:`backends.pipeline.profiler.profile_layers`,
   summed per unit, and the optimizer's step over the unit's parameters (primitives only);
 * :func:`predict_step` — :func:`simulator.zero.simulate_zero_step` on this machine's calibrated
-  twin (``local_host_cluster``), the ranks sharing its cores, the optimizer step timed with every
-  rank stepping at once (:func:`optimizer_step_together_s`, a primitive);
+  twin in either tier of :mod:`simulator.host.factory` (the textbook's α-β-γ cluster, or the
+  host's, ``cluster_from_entry``), the ranks sharing its cores, the optimizer step timed with
+  every rank stepping at once (:func:`optimizer_step_together_s`, a primitive);
 * :func:`measure_stages` — the real :class:`~backends.zero.Zero` training steps on ``world``
   processes, median step time and the model-state bytes each rank holds;
 * :func:`compare_stages` — both, for each stage, with the memory the simulator predicts.
@@ -30,8 +31,9 @@ from backends.measure import median_time
 from backends.pipeline.profiler import profile_layers
 from backends.zero import Zero
 from lab.models import mlp, parameter_count
-from simulator.core.calibration import find_entry
+from simulator.core.calibration import Calibration
 from simulator.host import cluster_from_entry
+from simulator.host.factory import textbook_cluster
 from simulator.zero import UnitCost, model_state_bytes, simulate_zero_step
 
 
@@ -111,17 +113,19 @@ def optimizer_step_together_s(world: int, numel: int, repeats: int = 10) -> floa
 
 
 def predict_step(world: int, stage: int, units: list[UnitCost],
-                 calibration: str | Path | None = None,
-                 update_together_s: float | None = None) -> float:
-    """Predicted seconds of one step on this machine's calibrated twin of ``world`` ranks.
+                 calibration: Calibration | str | Path | None = None,
+                 update_together_s: float | None = None, model: str = "host") -> float:
+    """Predicted seconds of one step on this machine's calibrated twin of ``world`` ranks, in
+    tier ``model`` (``calibration``: the file read once, or its path, default the user's).
 
     ``update_together_s``: the optimizer step over this stage's elements per rank (all of them
     at stage 0, ``⌈Ψ/N_d⌉`` otherwise) measured with every rank stepping at once
     (:func:`optimizer_step_together_s`); it replaces the one-process update times, shared by
     the units in proportion to their size. ``None``: the one-process times on shared cores.
     """
-    entry = find_entry(world, "gloo", path=calibration)
-    cluster = cluster_from_entry(entry, world)
+    entry = Calibration.of(calibration).entry(world, "gloo")
+    cluster = (textbook_cluster(entry, world) if model == "textbook"
+               else cluster_from_entry(entry, world))
     if update_together_s is not None:
         total = sum(u.numel for u in units)
         per_rank = total if stage == 0 else -(-total // world)
@@ -193,8 +197,10 @@ def measure_stages(world: int, stages: tuple[int, ...], widths: tuple[int, ...],
 
 def compare_stages(world: int, widths: tuple[int, ...], batch: int, repeats: int = 10,
                    stages: tuple[int, ...] = (0, 1, 2, 3),
-                   calibration: str | Path | None = None) -> list[StagePoint]:
-    """Predict (from a one-process profile and the calibration) and measure each stage."""
+                   calibration: Calibration | str | Path | None = None) -> list[StagePoint]:
+    """Predict (from a one-process profile and the calibration, host tier) and measure each
+    stage."""
+    calibration = Calibration.of(calibration)
     units = profile_units(mlp(widths), batch)
     params = parameter_count(widths)
     together = {n: optimizer_step_together_s(world, n)

@@ -15,14 +15,15 @@ Read in this order:
   at each bucket cap, repeats interleaved (:func:`backends.measure.measure_many`), one
   training step per call; :func:`measured_timeline`, rank function: one traced step of ours
   (forward, backward, optimizer spans and, per bucket, ``ready`` and ``allreduce`` spans);
-* :mod:`~lab.ddp.comparison` — :func:`sweep`: both side by side at every bucket cap;
+* :mod:`~lab.ddp.comparison` — :func:`predict_caps` and :func:`measure_caps` at every bucket
+  cap, and :func:`sweep`: both side by side;
 * :mod:`~lab.ddp.demos` — the pictures and demonstrations of notebook 05.
 
 Nothing here is fitted to a DDP measurement: the prediction uses the profile (one process),
 the calibration (ping-pong, exchanges, reduction, copy) and the core count only.
 """
 
-from lab.ddp.comparison import Point, caps_mb, sweep
+from lab.ddp.comparison import Point, caps_mb, measure_caps, predict_caps, sweep
 from lab.ddp.contention import COMM_SEGMENT_BYTES, interference, overlap_interference
 from lab.ddp.demos import LANE_COLOURS, plot_step, train_uneven
 from lab.ddp.measurement import measure_steps, measured_timeline, timeline
@@ -46,11 +47,13 @@ __all__ = [
     "caps_mb",
     "gloo_ring_cluster",
     "interference",
+    "measure_caps",
     "measure_steps",
     "measured_timeline",
     "overlap_interference",
     "plot_step",
     "predict",
+    "predict_caps",
     "profile_layers",
     "sweep",
     "timeline",

@@ -1,8 +1,9 @@
 """Prediction beside measurement: a bucket-cap sweep at one world size.
 
-:func:`sweep` predicts every cap (:func:`lab.ddp.prediction.predict`, with and without
-overlap) and measures both DDPs in one launch (:func:`lab.ddp.measurement.measure_steps`);
-each :class:`Point` holds both and the relative errors.
+:func:`predict_caps` predicts every cap (:func:`lab.ddp.prediction.predict`, with and without
+overlap), :func:`measure_caps` measures both DDPs at every cap in one launch
+(:func:`lab.ddp.measurement.measure_steps`), and :func:`sweep` puts them side by side: each
+:class:`Point` holds both and the relative errors.
 
 Units: seconds, MiB for bucket caps.
 """
@@ -11,11 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from lab.ddp.measurement import measure_steps
 from lab.ddp.prediction import predict
 from simulator.core.calibration import CalibrationEntry
-from simulator.ddp import Interference, MiB, Workload
+from simulator.core.hardware import Cluster
+from simulator.ddp import DDPPrediction, Interference, MiB, Workload
 
 
 @dataclass(frozen=True)
@@ -52,20 +55,36 @@ class Point:
         return self.ours_median_s / self.pytorch_median_s
 
 
+def predict_caps(entry: CalibrationEntry, workload: Workload, world: int,
+                 caps: Sequence[float], contention: Interference | None = None,
+                 cluster: Cluster | None = None) -> list[tuple[DDPPrediction, DDPPrediction]]:
+    """Every cap's predicted step with overlap and without, at one world size
+    (:func:`lab.ddp.prediction.predict`; ``cluster`` as there)."""
+    return [(predict(entry, workload, world, cap, True, contention, cluster),
+             predict(entry, workload, world, cap, False, contention, cluster)) for cap in caps]
+
+
+def measure_caps(widths: Sequence[int], batch: int, world: int, caps: Sequence[float],
+                 repeats: int = 10) -> dict[tuple[str, float], dict[str, Any]]:
+    """Our DDP (with and without overlap) and PyTorch's at every cap on ``world`` processes,
+    one launch: timings (s) by ``(ddp, cap)``, ``ddp`` one of ``ours``, ``pytorch``,
+    ``ours-serial``."""
+    from backends.launch import spawn
+
+    rows = spawn(measure_steps, world, list(widths), batch, list(caps), repeats,
+                 timeout=120)[0]
+    return {(r["ddp"], r["bucket_cap_mb"]): r for r in rows}
+
+
 def sweep(entry: CalibrationEntry, workload: Workload, widths: Sequence[int], world: int,
           caps: Sequence[float], repeats: int = 10,
           contention: Interference | None = None) -> list[Point]:
     """Predict and measure every cap at one world size (one launch); ``contention`` is
     :func:`interference` at this world size."""
-    from backends.launch import spawn
-
-    rows = spawn(measure_steps, world, list(widths), workload.batch, list(caps), repeats,
-                 timeout=120)[0]
-    by = {(r["ddp"], r["bucket_cap_mb"]): r for r in rows}
+    by = measure_caps(widths, workload.batch, world, caps, repeats)
     points = []
-    for cap in caps:
-        on, off = (predict(entry, workload, world, cap, overlap, contention)
-                   for overlap in (True, False))
+    for cap, (on, off) in zip(caps, predict_caps(entry, workload, world, caps, contention),
+                              strict=True):
         ours, theirs, serial = by[("ours", cap)], by[("pytorch", cap)], by[("ours-serial", cap)]
         points.append(Point(world, cap, len(on.buckets), on.step_s, off.step_s,
                             on.exposed_comm_s, ours["median_s"], ours["p10_s"], ours["p90_s"],

@@ -35,14 +35,16 @@ def gloo_ring_cluster(entry: CalibrationEntry, world: int) -> Cluster:
 
 def predict(entry: CalibrationEntry, workload: Workload, world: int,
             bucket_cap_mb: float | None, overlap: bool = True,
-            contention: Interference | None = None) -> DDPPrediction:
+            contention: Interference | None = None,
+            cluster: Cluster | None = None) -> DDPPrediction:
     """The simulated step on the calibrated local cluster (as the buckets' all-reduces see it:
-    :func:`gloo_ring_cluster`), ranks sharing ``entry.cores``;
+    :func:`gloo_ring_cluster`; or on ``cluster``, the textbook tier's
+    :func:`simulator.host.factory.textbook_cluster` say), ranks sharing ``entry.cores``;
     ``contention`` is :func:`interference` at this world size (``None``: processor
     sharing)."""
     from simulator.ddp import bucket_caps
 
     cap, first = bucket_caps(bucket_cap_mb)
-    cluster = gloo_ring_cluster(entry, world)
+    cluster = gloo_ring_cluster(entry, world) if cluster is None else cluster
     return predict_step(cluster, workload, cap, first, overlap, cores=float(entry.cores),
                         interference=contention)

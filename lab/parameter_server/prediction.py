@@ -2,8 +2,8 @@
 
 :func:`spec_for` builds the simulated twin's :class:`~simulator.parameter_server.PSSpec` of a
 :class:`~backends.parameter_server.PSConfig`; :func:`predict` simulates it on this machine's
-calibrated twin (or on the van's measured messages); :func:`compare` runs the real twin and the
-prediction for one configuration and returns both.
+calibrated twin, in the textbook or the host tier (or on the van's measured messages);
+:func:`compare` runs the real twin and the prediction for one configuration and returns both.
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ import numpy as np
 
 from lab.parameter_server.profile import profile_compute, profile_costs
 from lab.parameter_server.van import measure_anysource
-from simulator.core.calibration import CalibrationEntry, find_entry
+from simulator.core.calibration import Calibration, CalibrationEntry
 from simulator.host import cluster_from_entry
+from simulator.host.factory import textbook_cluster
 from simulator.parameter_server import (
     PSCosts,
     PSSpec,
@@ -50,23 +51,28 @@ def spec_for(cfg: Any, costs: PSCosts, compute_s: np.ndarray, cores: float,
 
 
 def predict(cfg: Any, entry: CalibrationEntry, costs: PSCosts,
-            compute_s: np.ndarray | None = None, van: VanLink | None = None) -> PSTimeline:
-    """The simulated run of ``cfg`` on this machine's calibrated twin; with ``van`` (from
-    :func:`measure_van_link` at the run's world size) its messages take the van's measured
-    times on the shared cores instead of the calibration's α, B and busy latency."""
+            compute_s: np.ndarray | None = None, van: VanLink | None = None,
+            model: str = "host") -> PSTimeline:
+    """The simulated run of ``cfg`` on this machine's calibrated twin in tier ``model``
+    (:mod:`simulator.host.factory`: the textbook's α-β-γ cluster, or the host's); with ``van``
+    (from :func:`measure_van_link` at the run's world size) its messages take the van's
+    measured times on the shared cores instead of the calibration's α, B and busy latency."""
     compute = profile_compute(cfg) if compute_s is None else compute_s
-    cluster = cluster_from_entry(entry, world_size=1 + cfg.servers + cfg.workers)
+    processes = 1 + cfg.servers + cfg.workers
+    cluster = (textbook_cluster(entry, processes) if model == "textbook"
+               else cluster_from_entry(entry, world_size=processes))
     if van is not None:
         cluster = van_cluster(cluster)
     return simulate(cluster, spec_for(cfg, costs, compute, entry.cores, van), trace=False)[0]
 
 
-def compare(cfg: Any, calibration: str | Path | None = None, costs: PSCosts | None = None,
-            repeats: int = 1, van: VanLink | None = None) -> dict[str, Any]:
+def compare(cfg: Any, calibration: Calibration | str | Path | None = None,
+            costs: PSCosts | None = None, repeats: int = 1, van: VanLink | None = None
+            ) -> dict[str, Any]:
     """Measure ``cfg`` on real processes (``repeats`` launches) and predict it; one record."""
     from backends.parameter_server import train
 
-    entry = find_entry(1 + cfg.servers + cfg.workers, "gloo", path=calibration)
+    entry = Calibration.of(calibration).entry(1 + cfg.servers + cfg.workers, "gloo")
     if costs is None:
         costs = profile_costs()
         if van is None:

@@ -2,7 +2,9 @@
 
 :func:`predict` hands the one-process profile to the simulated twin
 (:func:`simulator.pipeline.simulate.simulate_pipeline`) on this machine's calibrated cluster
-(:func:`local_cluster`), with the host's CPU cores shared by the stage processes.
+(:func:`local_cluster`, the host tier; or any ``cluster``, such as the textbook tier's
+:func:`simulator.host.factory.textbook_cluster`), with the host's CPU cores shared by the
+stage processes.
 
 Units: seconds, bytes.
 """
@@ -15,15 +17,18 @@ from pathlib import Path
 from lab.pipeline.experiment import PipelineSetup
 from lab.pipeline.host_load import host_cores
 from lab.pipeline.stages import stage_profile
+from simulator.core.calibration import Calibration
 from simulator.core.hardware import Cluster
-from simulator.host import local_host_cluster
+from simulator.host import cluster_from_entry
 from simulator.pipeline.profile import LayerProfile
 from simulator.pipeline.simulate import PipelineResult, simulate_pipeline
 
 
-def local_cluster(stages: int, calibration: str | Path | None = None,
+def local_cluster(stages: int, calibration: Calibration | str | Path | None = None,
                   backend: str = "gloo") -> tuple[Cluster, str]:
-    """This machine's calibrated cluster for ``stages`` ranks, and a description of it.
+    """This machine's calibrated cluster for ``stages`` ranks (the host tier:
+    :func:`simulator.host.cluster_from_entry`), and a description of it. ``calibration``: the
+    file read once, or its path (default: the user's).
 
     Without a calibration entry (a fresh checkout, CI) it falls back to a *free* network
     (no latency, unbounded bandwidth), so a prediction shows compute only — and says so;
@@ -34,7 +39,7 @@ def local_cluster(stages: int, calibration: str | Path | None = None,
     from simulator.core.network import Link, Topology
 
     try:
-        cluster = local_host_cluster(stages, backend, calibration)
+        cluster = cluster_from_entry(Calibration.of(calibration).entry(stages, backend))
         return cluster, f"calibrated cluster {cluster.name}"
     except CalibrationError:
         cpu = Device("cpu", 1e11, 1e10, math.inf)
@@ -45,7 +50,7 @@ def local_cluster(stages: int, calibration: str | Path | None = None,
 
 
 def predict(setup: PipelineSetup, layer_profile: list[LayerProfile],
-            calibration: str | Path | None = None, cores: float | None = None,
+            calibration: Calibration | str | Path | None = None, cores: float | None = None,
             backend: str = "gloo", cluster: Cluster | None = None,
             stage_times: list[LayerProfile] | None = None) -> PipelineResult:
     """The simulated step of ``setup`` on this machine's calibrated cluster (or ``cluster``).

@@ -4,10 +4,12 @@ and the calibrated cluster with that latency (:func:`waiting_cluster`)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import torch
 
+from simulator.core.calibration import Calibration
 from simulator.core.hardware import Cluster
 from simulator.host import cluster_from_entry
 
@@ -84,10 +86,12 @@ def fragments(count: int = WAIT_COUNT) -> Any:
 
 
 def waiting_cluster(world: int, exchange_s: float, nbytes: int = WAIT_BYTES,
-                    calibration: str | None = None) -> tuple[Cluster, str]:
-    """This machine's calibrated cluster (``local_host_cluster``) with the latency of a message
-    taken from the waiting primitive: ``α = exchange_s − nbytes/B`` for a message alone and
-    for one among others (the primitive's ring steps run on every rank at once).
+                    calibration: Calibration | str | Path | None = None
+                    ) -> tuple[Cluster, str]:
+    """This machine's calibrated cluster in the host tier (``cluster_from_entry``) with the
+    latency of a message taken from the waiting primitive: ``α = exchange_s − nbytes/B`` for
+    a message alone and for one among others (the primitive's ring steps run on every rank at
+    once). ``calibration``: the file read once, or its path (default: the user's).
 
     Why: ``distml-lab calibrate`` fits α to the *median* ping-pong, right for a message timed
     alone. A step of the small GPT is a chain of dozens of blocking waits for tiny messages
@@ -97,10 +101,10 @@ def waiting_cluster(world: int, exchange_s: float, nbytes: int = WAIT_BYTES,
     of a wait between computations is what :func:`ring_steps` measures."""
     from dataclasses import replace
 
-    from simulator.core.calibration import CalibrationError, find_entry
+    from simulator.core.calibration import CalibrationError
 
     try:
-        entry = find_entry(world, "gloo", None, calibration)
+        entry = Calibration.of(calibration).entry(world, "gloo")
     except CalibrationError:
         from lab.pipeline import local_cluster
 

@@ -115,7 +115,7 @@ def test_compare_end_to_end_prints_one_json_document(tmp_path):
 
 
 def test_the_calibration_summary_shows_a_reduction_among_messages():
-    from lab.cli import _among_messages
+    from lab.calibrate import _among_messages
 
     entry = CalibrationEntry("h", "gloo", 4, 5e-5, 4e9, 2**20 / 4e-4, 1.4e10, 1e11,
                              exchange_sizes=[2**19, 2**20, 2**22],

@@ -77,6 +77,7 @@ BAD_TEXT = {
     "widths": st.sampled_from(["1", "0,5", "8x0", "8x2000", "x", "2097152,2", "8x", "a,b"]),
     "path": st.sampled_from(["a file", "under a file"]),
     "chapter": st.one_of(WORD, st.sampled_from(["", "٣", "-1", "1.5", "2-3", " "])),
+    "chapters": st.one_of(WORD, st.sampled_from(["", "0", "15", "1,,2", "1.5", "٣", "2-3"])),
 }
 """Bad values of the flags that take free text, by the flag's destination."""
 
