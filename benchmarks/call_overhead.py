@@ -10,7 +10,7 @@ object per message to wait on — costs a few microseconds more per post: ``dist
 up the default group, translates ranks and checks its arguments every time. A ring posts
 twice a step. With one core per rank nobody notices; with four ranks (each a Python main
 thread plus gloo's I/O thread) on two cores, a rank's CPU is paid again by every rank waiting
-for a core, so the wall time grows by about twice the CPU added (chapter 2, "Where four
+for a core, so the wall time grows by about twice the CPU added (benchmarks/NOTES.md, "Where four
 ranks' time goes").
 
 Side by side in one launch per world, alternating ``--rounds`` times so that a slow spell of

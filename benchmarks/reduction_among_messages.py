@@ -1,5 +1,5 @@
-"""What a reduction costs among the ring's messages, and why (chapter 2, "A reduction among
-messages"; :mod:`simulator.host.reduction`).
+"""What a reduction costs among the ring's messages, and why (benchmarks/NOTES.md, "A reduction
+among messages"; :mod:`simulator.host.reduction`).
 
     .venv/bin/python benchmarks/reduction_among_messages.py [--repeats 25] [--out DIR]
 

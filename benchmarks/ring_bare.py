@@ -15,9 +15,9 @@ side by side, repeats interleaved, each run ``calls`` times back to back:
 Reports per program the wall time per call (the slowest rank's median) and each rank's process
 CPU per call (``time.process_time``, gloo's I/O thread included), mean over ranks. The gap
 between ``bare`` and ``ring`` is the algorithm's own Python and reductions; the gap between
-``bare`` and the model's prediction for the ring is in the messages themselves (textbook
-chapter 2, "The model's own ping-pong"). Writes ``ring_bare-<run id>.json`` (a new file every run:
-``_output.py``); asserts nothing.
+``bare`` and the model's prediction for the ring is in the messages themselves
+(benchmarks/NOTES.md, "The model's own ping-pong"). Writes ``ring_bare-<run id>.json`` (a new
+file every run: ``_output.py``); asserts nothing.
 """
 
 from __future__ import annotations

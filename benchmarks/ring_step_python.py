@@ -1,4 +1,4 @@
-"""What a ring step's Python costs among four ranks on two cores (book §2.5; chapter 2, "A
+"""What a ring step's Python costs among four ranks on two cores (book §2.5; benchmarks/NOTES.md, "A
 view a step").
 
     .venv/bin/python benchmarks/ring_step_python.py [--repeats 15] [--out benchmarks/results]

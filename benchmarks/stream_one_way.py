@@ -19,7 +19,7 @@ Two ranks, one launch, every way and size interleaved in the same rounds
 
 The calibration times the first two (``p2p_times_s``, ``send_return_times_s``,
 ``stream_times_s``) and the collectives' model prices a lone message from them
-(:mod:`simulator.host.pingpong`; textbook chapter 2, "A stream one way"). Writes
+(:mod:`simulator.host.pingpong`; benchmarks/NOTES.md, "A stream one way"). Writes
 ``stream_one_way-<run id>.json``/``.csv`` (new files every run: ``_output.py``) (median, p10, p90
 per way and size, and the ratios to the ping-pong's one-way time) and prints a table; asserts
 nothing — run it twice.

@@ -267,8 +267,8 @@ def scratch_rows(like: torch.Tensor, count: int, n: int) -> list[torch.Tensor]:
     A view is a new tensor each time it is cut, a microsecond or two on an idle core but
     several times that inside a rank whose cores gloo's threads and other ranks share: a
     two-rank exchange of 64 KiB ran 26–50 µs a call slower receiving into a row cut afresh
-    than into a kept one, timed side by side in one launch (chapter 2, "The algorithm's own
-    Python"). Same one-user-at-a-time rule as :func:`scratch`."""
+    than into a kept one, timed side by side in one launch (benchmarks/NOTES.md, "The
+    algorithm's own Python"). Same one-user-at-a-time rule as :func:`scratch`."""
     base = _scratch_base(like, count * n)
     key = (like.device, like.dtype, count, n)
     rows = _ROWS.get(key)

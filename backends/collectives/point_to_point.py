@@ -44,7 +44,7 @@ def stream(buf: torch.Tensor, tracer: Tracer | None = None) -> None:
     Called back to back it is OSU's bandwidth test with a window of one (``osu_bw``), beside
     the ping-pong's latency test: each send is posted the moment the last one was handed
     over, before rank 1 has posted its next receive — a queued send, which gloo's I/O thread
-    writes when the receive-ready notice comes (chapter 2, "A stream one way").
+    writes when the receive-ready notice comes (benchmarks/NOTES.md, "A stream one way").
     """
     rank, n = dist.get_rank(), buf.nbytes
     if rank == 0:

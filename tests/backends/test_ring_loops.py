@@ -1,6 +1,6 @@
 """The rings' loops, read without processes: a step sends the very view the step before it
 filled (all-gather) or reduced into (reduce-scatter), so no view is cut between a receive's
-end and the next send (textbook chapter 2, "A view a step")."""
+end and the next send (benchmarks/NOTES.md, "A view a step")."""
 
 import pytest
 import torch
