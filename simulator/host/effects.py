@@ -139,6 +139,18 @@ HOST_EFFECTS: dict[str, HostEffect] = {effect.name: effect for effect in _EFFECT
 """Every host effect by name, in teaching order (each after the effects it requires)."""
 
 
+HOST_TIER: frozenset[str] = frozenset(HOST_EFFECTS) - {"busy_latency", "wakeup_chain",
+                                                        "port_rates"}
+"""The effects the host tier applies by default (:func:`simulator.host.factory.local_cluster`):
+those the collectives' accuracy benchmark (``benchmarks/host_effects.py``; its table in
+``benchmarks/README.md``) shows pay. Leaving out the busy latency, its chain of wake-ups and the
+ports' rates by size together did not make the median error worse over three independent runs
+(each its own calibration), so they stay out; the rest together are worth a few points
+(leaving out more of them made it worse). The three stay in the registry: the ablation measures
+them, and chapters whose messages meet a busy host (the parameter server, ZeRO, Horovod's
+negotiation) still price the busy latency (:func:`switch_effects`)."""
+
+
 def resolve(names: Collection[str]) -> frozenset[str]:
     """``names`` as a set of host effects: ``ValueError`` for a name not in
     :data:`HOST_EFFECTS` (naming the known ones) or for an effect whose requirement is not

@@ -62,12 +62,12 @@ def local_cluster(entry: CalibrationEntry, world_size: int | None = None,
                   model: Model = "host", effects: Collection[str] | None = None) -> Cluster:
     """This host's simulated cluster in tier ``model``: :func:`textbook_cluster`, or the
     host tier — the collectives' loopback model with the host ``effects`` the entry measured
-    (:func:`simulator.host.cluster.cluster_from_entry`; ``None``: every effect of
-    :data:`~simulator.host.effects.HOST_EFFECTS`, the exchange bus and gloo's receiver-driven
+    (:func:`simulator.host.cluster.cluster_from_entry`; ``None``: those that pay,
+    :data:`~simulator.host.effects.HOST_TIER`, the exchange bus and gloo's receiver-driven
     sends among them). A shaped-network entry gives its shaped switch in both tiers.
     """
     from simulator.host.cluster import cluster_from_entry
-    from simulator.host.effects import HOST_EFFECTS
+    from simulator.host.effects import HOST_TIER
     from simulator.host.shaped import shaped_cluster_from_entry
 
     if model not in MODELS:
@@ -79,4 +79,4 @@ def local_cluster(entry: CalibrationEntry, world_size: int | None = None,
             raise ValueError("the textbook tier has no host effects")
         return textbook_cluster(entry, world_size)
     return cluster_from_entry(entry, world_size,
-                              effects=HOST_EFFECTS if effects is None else effects)
+                              effects=HOST_TIER if effects is None else effects)

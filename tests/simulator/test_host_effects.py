@@ -20,7 +20,7 @@ from simulator.core.hardware import Cluster, Device
 from simulator.core.host_hooks import ClusterEffects
 from simulator.core.network import Link, LinkEffects, Topology
 from simulator.host import cluster_from_entry
-from simulator.host.effects import HOST_EFFECTS, resolve, switch_effects, without
+from simulator.host.effects import HOST_EFFECTS, HOST_TIER, resolve, switch_effects, without
 from simulator.host.factory import local_cluster, textbook_cluster
 from tests.simulator.test_pingpong import entry as ping_pong_entry
 from tests.simulator.test_pingpong import send_return, stream_measured
@@ -155,9 +155,9 @@ def test_with_no_effect_the_loopback_cluster_is_the_textbook_tier(world, nbytes)
 
 
 @pytest.mark.parametrize("world", [2, 4])
-def test_the_host_tier_by_default_is_the_collectives_model_as_it_was(world):
+def test_every_effect_is_the_collectives_model_as_it_was(world):
     cal = entry(world)
-    host = local_cluster(cal, world, "host")
+    host = local_cluster(cal, world, "host", effects=HOST_EFFECTS)
     collectives = cluster_from_entry(cal, world, exchange_bus=True, receiver_driven=True)
     for nbytes in (2**16, 2**20, 2**23):
         for program in (ring_all_reduce, binomial_broadcast):
@@ -188,3 +188,14 @@ def test_leaving_out_each_effect_changes_what_it_applies():
     for name, effect in HOST_EFFECTS.items():
         less = cluster_from_entry(cal, effects=without(name))
         assert any(applied(full, spec) != applied(less, spec) for spec in effect.applies), name
+
+
+def test_the_host_tier_applies_the_effects_that_pay():
+    assert resolve(HOST_TIER) == HOST_TIER  # closed under its requirements
+    assert {"exchange_bus", "receiver_driven"} <= HOST_TIER < frozenset(HOST_EFFECTS)
+    cal = entry(4)
+    default = local_cluster(cal, 4, "host")
+    chosen = cluster_from_entry(cal, 4, effects=HOST_TIER)
+    for nbytes in (2**16, 2**22):
+        assert simulated_s(default, ring_all_reduce, nbytes) == simulated_s(
+            chosen, ring_all_reduce, nbytes)

@@ -17,6 +17,7 @@ from simulator.core.hardware import PRESETS, Cluster, Device
 from simulator.core.host_hooks import ClusterEffects
 from simulator.core.network import Link, LinkEffects, Topology
 from simulator.host import cluster_from_entry
+from simulator.host.effects import HOST_EFFECTS
 from simulator.host.factory import local_cluster
 from tests.simulator.test_host_effects import entry
 
@@ -36,7 +37,7 @@ def shaped_entry(world: int) -> CalibrationEntry:
 
 
 TIERS = {
-    "host": lambda w: local_cluster(entry(w), w, "host"),  # every host effect
+    "host": lambda w: local_cluster(entry(w), w, "host", effects=HOST_EFFECTS),  # every one
     "textbook": lambda w: local_cluster(entry(w), w, "textbook"),
     "plain": lambda w: cluster_from_entry(entry(w), w),  # the busy latency and its chain
     "shaped": lambda w: cluster_from_entry(shaped_entry(w), w),
@@ -137,7 +138,7 @@ def test_the_textbook_tier_and_the_presets_have_no_host_record(world):
 
 
 def test_the_host_tier_hangs_its_effects_from_the_records():
-    cluster = local_cluster(entry(4), 4, "host")
+    cluster = local_cluster(entry(4), 4, "host", effects=HOST_EFFECTS)
     host = cluster.host
     assert host is not None and host.receiver_driven_sends and host.buffered_sends
     assert host.reduce_s_by_bytes and host.queued_weight_by_bytes
