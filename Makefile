@@ -19,8 +19,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m ipykernel install --prefix $(VENV) --name python3 >/dev/null
 	@touch $(STAMP)
 
+# The tour: every chapter's twins, quick sweeps at world 2, both model tiers (report/index.md).
+# The full sweeps: .venv/bin/distml-lab report --out report
 demo: $(STAMP)
-	$(BIN)/distml-lab report --out report
+	$(BIN)/distml-lab report --quick --out report
 
 report: demo
 
