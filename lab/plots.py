@@ -117,6 +117,7 @@ def plot_strategy(rows: Sequence[dict[str, Any]], parameter: str,
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     values = list(dict.fromkeys(str(r["point"][parameter]) for r in rows))
     styles = {"textbook": ":", "host": "-"}
+    markers = {"textbook": "s", "host": "x"}
     for i, world in enumerate(sorted({r["world"] for r in rows})):
         pts = [r for r in rows if r["world"] == world]
         x = [values.index(str(r["point"][parameter])) for r in pts]
@@ -125,7 +126,8 @@ def plot_strategy(rows: Sequence[dict[str, Any]], parameter: str,
         for m in tiers or [pts[0].get("model", "host")]:
             key = f"predicted_{m}_s" if tiers else "predicted_s"
             ax.plot(x, [r[key] * 1e3 for r in pts], styles.get(m, "-"), color=colour,
-                    marker="x", label=f"predicted ({m}), p={world}")
+                    marker=markers.get(m, "x"), fillstyle="none",
+                    label=f"predicted ({m}), p={world}")
         median = [r["measured_median_s"] * 1e3 for r in pts]
         below = [r["measured_median_s"] * 1e3 - r["measured_p10_s"] * 1e3 for r in pts]
         above = [r["measured_p90_s"] * 1e3 - r["measured_median_s"] * 1e3 for r in pts]
