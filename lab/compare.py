@@ -3,7 +3,8 @@
 For each (world size, message size) point:
 
 * **predicted_s** — the simulated twin on the calibrated local cluster
-  (:func:`~simulator.host.local_host_cluster`), whose parameters were measured on primitives only;
+  (:func:`~simulator.host.factory.local_cluster`), whose parameters were measured on
+  primitives only;
 * **closed_form_s** — the textbook formula with the same α and β, where one exists;
 * **measured_median_s / p10 / p90** — the real twin on real processes
   (:func:`backends.measure.measure`), barrier-aligned repeats;

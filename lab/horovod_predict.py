@@ -31,8 +31,8 @@ from simulator.horovod import (
     predict_step,
 )
 from simulator.horovod.step import CACHE_CAPACITY
-from simulator.host import cluster_from_entry
-from simulator.host.factory import textbook_cluster
+from simulator.host.effects import BUSY_HOST
+from simulator.host.factory import local_cluster
 
 MiB = 2**20
 DEFAULT_WIDTHS = (1024,) * 7
@@ -55,14 +55,27 @@ def negotiation_bytes(tensors: int) -> int:
     return 8 * max(1, -(-(3 + min(tensors, CACHE_CAPACITY)) // 63))
 
 
+def latency_view(entry: CalibrationEntry, latency_s: float) -> CalibrationEntry:
+    """``entry`` with every message paying ``latency_s``, alone or among others (α and the
+    concurrent exchanges' latency both ``latency_s``, the chains of dependent messages
+    cleared): the cluster of a measured wait (:func:`costs`' small all-reduces)."""
+    return replace(entry, latency_s=latency_s, bus_latency_s=latency_s, chain_latency_s=[],
+                   chain_ahead_latency_s=[])
+
+
+def latency_cluster(entry: CalibrationEntry, world: int, latency_s: float) -> Cluster:
+    """The host tier (:data:`~simulator.host.effects.BUSY_HOST`) of :func:`latency_view`."""
+    return local_cluster(latency_view(entry, latency_s), world, effects=BUSY_HOST)
+
+
 def predict(entry: CalibrationEntry, primitives: Primitives, world: int,
             fusion_threshold_mb: float, cycle_time_ms: float,
             model: str = "host") -> HorovodPrediction:
     """The simulated step on the calibrated local cluster in tier ``model``
-    (:mod:`simulator.host.factory`), every rank's threads sharing ``entry.cores``, priced by
-    :func:`costs`."""
-    cluster = (textbook_cluster(entry, world) if model == "textbook"
-               else cluster_from_entry(entry, world_size=world))
+    (:func:`simulator.host.factory.local_cluster`; the host tier
+    :data:`~simulator.host.effects.BUSY_HOST`), every rank's threads sharing ``entry.cores``,
+    priced by :func:`costs`."""
+    cluster = local_cluster(entry, world, model, effects=BUSY_HOST)
     return predict_step(cluster, primitives.workload,
                         settings(fusion_threshold_mb, cycle_time_ms, world),
                         costs(entry, world, primitives, model), cores=float(entry.cores),
@@ -97,29 +110,22 @@ def costs(entry: CalibrationEntry, world: int, primitives: Primitives,
     from lab.tensor_parallel import WAIT_BYTES
     from simulator.ddp import gloo_ring_all_reduce, waited_gloo_all_reduce
 
-    def with_latency(latency_s: float) -> Cluster:
-        return cluster_from_entry(replace(entry, latency_s=latency_s,
-                                                bus_latency_s=latency_s, chain_latency_s=[],
-                                                chain_ahead_latency_s=[]), world_size=world)
-
     tensors = len(primitives.workload.param_sizes)
     optimizer_Bps = primitives.workload.param_bytes / max(primitives.optimizer_s, 1e-12)
-    if model == "textbook":
-        return HorovodCosts.on(textbook_cluster(entry, world), negotiation_bytes(tensors),
-                               optimizer_Bps=optimizer_Bps, cycle_cpu_s=primitives.cycle_cpu_s)
-    cluster = gloo_ring_cluster(entry, world)
-    if world < 2 or primitives.small_latency_s <= 0:
+    cluster = gloo_ring_cluster(entry, world, model)  # the textbook tier: the entry's α, B
+    if model == "textbook" or world < 2 or primitives.small_latency_s <= 0:
         return HorovodCosts.on(cluster, negotiation_bytes(tensors), optimizer_Bps=optimizer_Bps,
                                cycle_cpu_s=primitives.cycle_cpu_s)
     if primitives.ring_step_s > 0:  # each wait of a tiny all-reduce: a ring step's mean
         wait = max(primitives.ring_step_s - WAIT_BYTES / entry.bandwidth_Bps, 0.0)
-        small, program = with_latency(wait), waited_gloo_all_reduce
+        small, program = latency_cluster(entry, world, wait), waited_gloo_all_reduce
     else:
-        small, program = cluster_from_entry(entry, world_size=world), gloo_ring_all_reduce
+        small = local_cluster(entry, world, effects=BUSY_HOST)
+        program = gloo_ring_all_reduce
     return HorovodCosts.on(
         cluster, negotiation_bytes(tensors), small_cluster=small,
-        small_busy_cluster=with_latency(max(primitives.busy_latency_s,
-                                            primitives.small_latency_s)),
+        small_busy_cluster=latency_cluster(entry, world, max(primitives.busy_latency_s,
+                                                             primitives.small_latency_s)),
         small_bytes=EXCHANGE_MIN_BYTES, small_program=program, optimizer_Bps=optimizer_Bps,
         cycle_cpu_s=primitives.cycle_cpu_s)
 

@@ -22,7 +22,8 @@ from lab.horovod_predict import (
 )
 from lab.horovod_primitives import Primitives
 from simulator.horovod import HorovodCosts, predict_step
-from simulator.host import cluster_from_entry
+from simulator.host.effects import BUSY_HOST
+from simulator.host.factory import local_cluster
 
 MAX_LAYERS = 1000
 """Most widths ``--widths`` takes (each layer is a tensor the simulated step reduces)."""
@@ -104,7 +105,7 @@ def run_simulate(args: Any) -> dict[str, Any]:
     cores = math.inf
     if args.cluster == "local":
         entry = find_entry(args.world)
-        cluster = cluster_from_entry(entry)
+        cluster = local_cluster(entry, effects=BUSY_HOST)
         cores = float(entry.cores)
         workload = mlp_workload(widths, args.batch, cluster.devices[0].flops_per_s)
         small = (args.small_latency_us or 0.0) * 1e-6

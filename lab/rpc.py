@@ -126,7 +126,13 @@ def profile_stages(widths: tuple[int, ...], stages: int, batch: int, repeats: in
 
 
 def rpc_cluster(world: int, fit: Fit) -> Cluster:
-    """``world`` processes, every pair joined by the RPC transport's fitted link."""
+    """``world`` processes, every pair joined by the RPC transport's fitted link.
+
+    Not a calibration-entry cluster, so not one of
+    :func:`simulator.host.factory.local_cluster`'s: its α and B are the RPC transport's own
+    (``fit``, timed through ``torch.distributed.rpc``, whose messages do not take gloo's
+    path), and a textbook fully connected network is all the chapter models — no shared bus,
+    no host effects."""
     device = Device("cpu-process", 1e11, 1e10, float("inf"))
     link = Link(fit.alpha_s, fit.bandwidth_Bps, "none")
     return Cluster.homogeneous("rpc-local", device, Topology.fully_connected(world, link))

@@ -45,15 +45,14 @@ WIDTHS = (1024,) * 7
 def _predict(world: int, points: Sequence[Any], calibration: Calibration,
              models: Sequence[str]) -> list[dict[str, Any]]:
     """Profile and interference once, then every bucket cap in each tier."""
-    from lab.ddp import DEFAULT_BATCH, interference, predict_caps, profile_layers
-    from simulator.host.factory import textbook_cluster
+    from lab.ddp import DEFAULT_BATCH, gloo_ring_cluster, interference, predict_caps, profile_layers
 
     entry = calibration.entry(world, "gloo")
     workload = profile_layers(WIDTHS, DEFAULT_BATCH)
     contention = interference(world)
     caps = [float(cap) for cap in points]
     tiers = {model: predict_caps(entry, workload, world, caps, contention,
-                                 textbook_cluster(entry, world) if model == "textbook" else None)
+                                 gloo_ring_cluster(entry, world, model))
              for model in models}
     chosen = tiers["host" if "host" in tiers else models[0]]
     return [{"predicted": {model: tiers[model][i][0].step_s for model in models},

@@ -110,13 +110,13 @@ def _predict(world: int, points: Sequence[Any], calibration: Calibration,
     grid's profile in each tier."""
     from lab.pipeline import host_cores
     from lab.tensor_parallel import predict, waiting_cluster
-    from simulator.host.factory import textbook_cluster
 
     grids = [grid_point(name) for name in points]
     got = _launch(world, grids, PROFILE_REPEATS, profile=True)
-    waited, described = waiting_cluster(world, got["exchange_s"], calibration=calibration)
-    clusters = {model: textbook_cluster(calibration.entry(world, "gloo"), world)
-                if model == "textbook" else waited for model in models}
+    tiers = {model: waiting_cluster(world, got["exchange_s"], calibration=calibration,
+                                    model=model) for model in ("host", *models)}
+    described = tiers["host"][1]  # the host tier's α, whichever tiers are predicted
+    clusters = {model: tiers[model][0] for model in models}
     return [{"predicted": {model: predict(grid, ops, cluster, host_cores())
                            for model, cluster in clusters.items()},
              **_fields(grid), "cluster": described, "exchange_in_chain_s": got["exchange_s"]}

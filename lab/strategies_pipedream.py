@@ -74,11 +74,8 @@ def _predict(world: int, points: Sequence[Any], calibration: Calibration,
     """The one-process profile once, then every point in each tier."""
     from lab.pipedream import predict_pipedream, profile_pipedream
     from lab.pipeline import host_cores, local_cluster
-    from simulator.host.factory import textbook_cluster
 
-    clusters = {model: textbook_cluster(calibration.entry(world, "gloo"), world)
-                if model == "textbook" else local_cluster(world, calibration)[0]
-                for model in models}
+    clusters = {model: local_cluster(world, calibration, model=model)[0] for model in models}
     layers = profile_pipedream(_setup(world, points[0]), PROFILE_REPEATS)
     rows = []
     for n in points:

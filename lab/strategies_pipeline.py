@@ -79,10 +79,8 @@ def _twin(schedule: str) -> tuple[Any, Any]:
         """Profile each point once, then simulate it in each tier."""
         from lab.pipeline import local_cluster, profile, profile_stages_together
         from lab.pipeline import predict as simulate
-        from simulator.host.factory import textbook_cluster
 
-        clusters = {model: textbook_cluster(calibration.entry(world, "gloo"), world)
-                    if model == "textbook" else local_cluster(world, calibration)[0]
+        clusters = {model: local_cluster(world, calibration, model=model)[0]
                     for model in models}
         rows = []
         for setup in _setups(schedule, world, points):

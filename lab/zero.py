@@ -4,9 +4,10 @@
   the per-layer forward/backward profile of :func:`backends.pipeline.profiler.profile_layers`,
   summed per unit, and the optimizer's step over the unit's parameters (primitives only);
 * :func:`predict_step` — :func:`simulator.zero.simulate_zero_step` on this machine's calibrated
-  twin in either tier of :mod:`simulator.host.factory` (the textbook's α-β-γ cluster, or the
-  host's, ``cluster_from_entry``), the ranks sharing its cores, the optimizer step timed with
-  every rank stepping at once (:func:`optimizer_step_together_s`, a primitive);
+  twin in either tier of :func:`simulator.host.factory.local_cluster` (the textbook's α-β-γ
+  cluster, or the host's with :data:`~simulator.host.effects.BUSY_HOST`), the ranks sharing
+  its cores, the optimizer step timed with every rank stepping at once
+  (:func:`optimizer_step_together_s`, a primitive);
 * :func:`measure_stages` — the real :class:`~backends.zero.Zero` training steps on ``world``
   processes, median step time and the model-state bytes each rank holds;
 * :func:`compare_stages` — both, for each stage, with the memory the simulator predicts.
@@ -32,8 +33,8 @@ from backends.pipeline.profiler import profile_layers
 from backends.zero import Zero
 from lab.models import mlp, parameter_count
 from simulator.core.calibration import Calibration
-from simulator.host import cluster_from_entry
-from simulator.host.factory import textbook_cluster
+from simulator.host.effects import BUSY_HOST
+from simulator.host.factory import local_cluster
 from simulator.zero import UnitCost, model_state_bytes, simulate_zero_step
 
 
@@ -124,8 +125,7 @@ def predict_step(world: int, stage: int, units: list[UnitCost],
     the units in proportion to their size. ``None``: the one-process times on shared cores.
     """
     entry = Calibration.of(calibration).entry(world, "gloo")
-    cluster = (textbook_cluster(entry, world) if model == "textbook"
-               else cluster_from_entry(entry, world))
+    cluster = local_cluster(entry, world, model, effects=BUSY_HOST)
     if update_together_s is not None:
         total = sum(u.numel for u in units)
         per_rank = total if stage == 0 else -(-total // world)

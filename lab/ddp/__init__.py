@@ -27,7 +27,7 @@ from lab.ddp.comparison import Point, caps_mb, measure_caps, predict_caps, sweep
 from lab.ddp.contention import COMM_SEGMENT_BYTES, interference, overlap_interference
 from lab.ddp.demos import LANE_COLOURS, plot_step, train_uneven
 from lab.ddp.measurement import measure_steps, measured_timeline, timeline
-from lab.ddp.prediction import gloo_ring_cluster, predict
+from lab.ddp.prediction import gloo_ring_cluster, predict, ring_view
 from lab.ddp.profiling import (
     DEFAULT_BATCH,
     DEFAULT_WIDTHS,
@@ -55,6 +55,7 @@ __all__ = [
     "predict",
     "predict_caps",
     "profile_layers",
+    "ring_view",
     "sweep",
     "timeline",
     "train_uneven",

@@ -1,6 +1,6 @@
 """The simulated DDP step on this machine's calibrated local cluster.
 
-:func:`predict` runs :func:`simulator.ddp.predict_step` on ``cluster_from_entry``'s cluster as
+:func:`predict` runs :func:`simulator.ddp.predict_step` on the calibrated local cluster as
 gloo's ring sees it (:func:`gloo_ring_cluster`), with the host's cores shared by every rank's
 backward and communication threads (:class:`simulator.ddp.CoreShare`). Nothing here is fitted
 to a DDP measurement: the profile (one process), the calibration and the core count only.
@@ -13,11 +13,23 @@ from dataclasses import replace
 from simulator.core.calibration import CalibrationEntry
 from simulator.core.hardware import Cluster
 from simulator.ddp import DDPPrediction, Interference, Workload, predict_step
-from simulator.host import cluster_from_entry
+from simulator.host.effects import BUSY_HOST
+from simulator.host.factory import local_cluster
 
 
-def gloo_ring_cluster(entry: CalibrationEntry, world: int) -> Cluster:
-    """The calibrated local cluster as gloo's ring all-reduce of MiB-sized buckets sees it.
+def ring_view(entry: CalibrationEntry) -> CalibrationEntry:
+    """``entry`` as gloo's ring all-reduce of MiB-sized buckets sees it: every message pays
+    max(α, ``bus_latency_s``), and the chain of dependent messages is cleared (why:
+    :func:`gloo_ring_cluster`)."""
+    return replace(entry, latency_s=max(entry.latency_s, entry.bus_latency_s),
+                   chain_latency_s=[])
+
+
+def gloo_ring_cluster(entry: CalibrationEntry, world: int, model: str = "host") -> Cluster:
+    """The calibrated local cluster as gloo's ring all-reduce of MiB-sized buckets sees it,
+    in tier ``model`` (:func:`simulator.host.factory.local_cluster`): the host tier is
+    :data:`~simulator.host.effects.BUSY_HOST` on :func:`ring_view` of the entry; the
+    textbook tier :func:`~simulator.host.factory.textbook_cluster` of the entry as measured.
 
     In a ring every rank sends at once, so no segment travels alone: each pays the latency
     of the calibration's *concurrent exchanges* (``bus_latency_s``, the intercept of their
@@ -28,9 +40,7 @@ def gloo_ring_cluster(entry: CalibrationEntry, world: int) -> Cluster:
     megabytes do not pay it per segment (24 MiB at 4 ranks measured alone 36–38 ms; the
     chain latency would predict 49–58 ms). Shared by :func:`predict` and
     :func:`lab.horovod.costs`."""
-    return cluster_from_entry(
-        replace(entry, latency_s=max(entry.latency_s, entry.bus_latency_s), chain_latency_s=[]),
-        world_size=world)
+    return local_cluster(entry, world, model, effects=BUSY_HOST, host_view=ring_view)
 
 
 def predict(entry: CalibrationEntry, workload: Workload, world: int,

@@ -18,8 +18,8 @@ import numpy as np
 from lab.parameter_server.profile import profile_compute, profile_costs
 from lab.parameter_server.van import measure_anysource
 from simulator.core.calibration import Calibration, CalibrationEntry
-from simulator.host import cluster_from_entry
-from simulator.host.factory import textbook_cluster
+from simulator.host.effects import BUSY_HOST
+from simulator.host.factory import local_cluster
 from simulator.parameter_server import (
     PSCosts,
     PSSpec,
@@ -59,8 +59,7 @@ def predict(cfg: Any, entry: CalibrationEntry, costs: PSCosts,
     measured times on the shared cores instead of the calibration's α, B and busy latency."""
     compute = profile_compute(cfg) if compute_s is None else compute_s
     processes = 1 + cfg.servers + cfg.workers
-    cluster = (textbook_cluster(entry, processes) if model == "textbook"
-               else cluster_from_entry(entry, world_size=processes))
+    cluster = local_cluster(entry, processes, model, effects=BUSY_HOST)
     if van is not None:
         cluster = van_cluster(cluster)
     return simulate(cluster, spec_for(cfg, costs, compute, entry.cores, van), trace=False)[0]

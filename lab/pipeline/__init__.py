@@ -10,9 +10,9 @@ schedule and checkpoint mode. Then
   (:func:`profile_stages`, :func:`profile_stages_together`);
 * :func:`predict` (:mod:`~lab.pipeline.prediction`) hands that profile to the simulated twin
   (:func:`simulator.pipeline.simulate.simulate_pipeline`) on this machine's calibrated
-  cluster (:func:`~simulator.host.local_host_cluster`), with the host's CPU cores shared by
-  the stage processes (``cores``) — on a 2-core laptop, 3 or 4 stages computing at once get
-  ``2/3`` or ``1/2`` of a core each;
+  cluster (:func:`local_cluster`: :func:`simulator.host.factory.local_cluster`), with the
+  host's CPU cores shared by the stage processes (``cores``) — on a 2-core laptop, 3 or 4
+  stages computing at once get ``2/3`` or ``1/2`` of a core each;
 * :func:`measure` (:mod:`~lab.pipeline.measurement`) runs the real twin
   (:class:`backends.pipeline.runtime.Pipeline`) on real processes, times steps (median,
   p10/p90 of the slowest rank), records one traced step and the peak activation bytes per

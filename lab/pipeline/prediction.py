@@ -3,7 +3,7 @@
 :func:`predict` hands the one-process profile to the simulated twin
 (:func:`simulator.pipeline.simulate.simulate_pipeline`) on this machine's calibrated cluster
 (:func:`local_cluster`, the host tier; or any ``cluster``, such as the textbook tier's
-:func:`simulator.host.factory.textbook_cluster`), with the host's CPU cores shared by the
+``local_cluster(…, model="textbook")``), with the host's CPU cores shared by the
 stage processes.
 
 Units: seconds, bytes.
@@ -19,29 +19,35 @@ from lab.pipeline.host_load import host_cores
 from lab.pipeline.stages import stage_profile
 from simulator.core.calibration import Calibration
 from simulator.core.hardware import Cluster
-from simulator.host import cluster_from_entry
+from simulator.host import factory
+from simulator.host.effects import BUSY_HOST
 from simulator.pipeline.profile import LayerProfile
 from simulator.pipeline.simulate import PipelineResult, simulate_pipeline
 
 
 def local_cluster(stages: int, calibration: Calibration | str | Path | None = None,
-                  backend: str = "gloo") -> tuple[Cluster, str]:
-    """This machine's calibrated cluster for ``stages`` ranks (the host tier:
-    :func:`simulator.host.cluster_from_entry`), and a description of it. ``calibration``: the
+                  backend: str = "gloo", model: str = "host") -> tuple[Cluster, str]:
+    """This machine's calibrated cluster for ``stages`` ranks in tier ``model``
+    (:func:`simulator.host.factory.local_cluster`; the host tier
+    :data:`~simulator.host.effects.BUSY_HOST`), and a description of it. ``calibration``: the
     file read once, or its path (default: the user's).
 
-    Without a calibration entry (a fresh checkout, CI) it falls back to a *free* network
-    (no latency, unbounded bandwidth), so a prediction shows compute only — and says so;
-    ``distml-lab calibrate --world N`` measures the real one.
+    Without a calibration entry (a fresh checkout, CI) the host tier falls back to a *free*
+    network (no latency, unbounded bandwidth), so a prediction shows compute only — and says
+    so; ``distml-lab calibrate --world N`` measures the real one. The textbook tier (the
+    entry's α, B, γ) has nothing to fall back on: :class:`CalibrationError`.
     """
     from simulator.core.calibration import CalibrationError
     from simulator.core.hardware import Cluster, Device
     from simulator.core.network import Link, Topology
 
     try:
-        cluster = cluster_from_entry(Calibration.of(calibration).entry(stages, backend))
+        cluster = factory.local_cluster(Calibration.of(calibration).entry(stages, backend),
+                                        stages, model, effects=BUSY_HOST)
         return cluster, f"calibrated cluster {cluster.name}"
     except CalibrationError:
+        if model == "textbook":
+            raise
         cpu = Device("cpu", 1e11, 1e10, math.inf)
         free = Topology.fully_connected(stages, Link(0.0, 1e18, "none"))
         return (Cluster.homogeneous("free", cpu, free),

@@ -13,8 +13,8 @@
   steps (:func:`measure_rank` with ``profile_copies``), because the host drifts from minute
   to minute;
 * **predict** (:func:`predict`) — the simulator replays those ops on every rank of this
-  machine's calibrated cluster (``local_host_cluster``, its latency from the waiting primitive
-  :func:`ring_steps`, :func:`waiting_cluster`): compute on a
+  machine's calibrated cluster (:func:`simulator.host.factory.local_cluster`, its latency
+  from the waiting primitive :func:`ring_steps`: :func:`waiting_cluster`): compute on a
   :class:`~simulator.core.cores.CorePool` of the host's cores (ranks are processes that
   time-share them), the all-reduces as gloo runs them, each segment a wait of its own
   (:func:`simulator.ddp.waited_gloo_all_reduce`), the all-gathers as gloo runs them too,
@@ -65,6 +65,7 @@ from lab.tensor_parallel.waiting import (
     ring_steps,
     wait_step,
     waiting_cluster,
+    waiting_view,
 )
 
 __all__ = [
@@ -72,4 +73,5 @@ __all__ = [
     "StageProfile", "compute_seconds", "fragments", "measure_rank", "mlp_speed_rank",
     "point_fields", "predict", "probe_ops", "probe_rank", "profile_ops", "profile_stages",
     "profile_together_rank", "ring_steps", "sampler", "wait_step", "waiting_cluster",
+    "waiting_view",
 ]

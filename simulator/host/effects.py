@@ -192,3 +192,20 @@ def switch_effects(exchange_bus: bool, receiver_driven: bool) -> frozenset[str]:
     if receiver_driven:
         chosen |= {"receiver_driven", "post_overhead"}
     return frozenset(chosen)
+
+
+BUSY_HOST: frozenset[str] = switch_effects(False, False)
+"""The host tier of the chapters after the collectives: the busy latency and its chain of
+wake-ups only (what :func:`simulator.host.cluster_from_entry` applies with its switches off),
+each message moving at the ping-pong's B over the calibrated bus, sends eager.
+
+Used by :func:`simulator.host.factory.local_cluster` for every chapter's cluster but the
+collectives' (whose host tier is :data:`HOST_TIER`): data parallelism and DDP
+(:func:`lab.ddp.gloo_ring_cluster`), Horovod (:mod:`lab.horovod_predict`,
+:mod:`lab.horovod_simulate`), the pipelines (:func:`lab.pipeline.local_cluster`), tensor
+parallelism (:func:`lab.tensor_parallel.waiting_cluster`), ZeRO (:func:`lab.zero.predict_step`)
+and the parameter server (:func:`lab.parameter_server.prediction.predict`). Why: their
+models were built, and their predictions checked against measured steps, on this cluster —
+their messages meet a host kept busy by compute and other ranks' threads, where the busy
+latency is what a message pays, and the collectives' effects (the exchange bus, gloo's
+receiver-driven sends, …) were solved for collectives running alone on an idle host."""

@@ -18,7 +18,7 @@ the reader's machine.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Literal
 
 from simulator.core.calibration import CalibrationEntry
@@ -59,24 +59,38 @@ def textbook_cluster(entry: CalibrationEntry, world_size: int | None = None,
 
 
 def local_cluster(entry: CalibrationEntry, world_size: int | None = None,
-                  model: Model = "host", effects: Collection[str] | None = None) -> Cluster:
-    """This host's simulated cluster in tier ``model``: :func:`textbook_cluster`, or the
-    host tier — the collectives' loopback model with the host ``effects`` the entry measured
-    (:func:`simulator.host.cluster.cluster_from_entry`; ``None``: those that pay,
-    :data:`~simulator.host.effects.HOST_TIER`, the exchange bus and gloo's receiver-driven
-    sends among them). A shaped-network entry gives its shaped switch in both tiers.
+                  model: Model | str = "host", effects: Collection[str] | None = None,
+                  host_view: Callable[[CalibrationEntry], CalibrationEntry] | None = None
+                  ) -> Cluster:
+    """This host's simulated cluster in tier ``model`` — the one builder of every chapter's
+    local cluster from a calibration entry.
+
+    * ``textbook``: :func:`textbook_cluster` of ``entry`` *as measured*. ``effects`` and
+      ``host_view`` are corrections of the host tier and are ignored here (``effects`` must
+      still name host effects), so that a chapter names its host tier once (its effects, its
+      view) and switches tiers by ``model`` alone.
+    * ``host``: the loopback model with the host ``effects`` the entry measured
+      (:func:`simulator.host.cluster.cluster_from_entry`; ``None``: those that pay,
+      :data:`~simulator.host.effects.HOST_TIER`, the collectives' — the other chapters pass
+      :data:`~simulator.host.effects.BUSY_HOST`), built from ``host_view(entry)`` where a
+      chapter sees the entry its own way (DDP's ring: :func:`lab.ddp.ring_view`; tensor
+      parallelism's waits: :func:`lab.tensor_parallel.waiting_view`).
+
+    A shaped-network entry gives its shaped switch (in the host tier, of the view).
     """
     from simulator.host.cluster import cluster_from_entry
-    from simulator.host.effects import HOST_TIER
+    from simulator.host.effects import HOST_TIER, resolve
     from simulator.host.shaped import shaped_cluster_from_entry
 
     if model not in MODELS:
         raise ValueError(f"unknown model {model!r}; choose one of {', '.join(MODELS)}")
+    if effects is not None:
+        resolve(effects)  # a misspelt effect is an error in either tier
+    if model == "host" and host_view is not None:
+        entry = host_view(entry)
     if entry.network != "loopback":
         return shaped_cluster_from_entry(entry, world_size)
     if model == "textbook":
-        if effects is not None:
-            raise ValueError("the textbook tier has no host effects")
         return textbook_cluster(entry, world_size)
     return cluster_from_entry(entry, world_size,
                               effects=HOST_TIER if effects is None else effects)
