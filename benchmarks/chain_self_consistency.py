@@ -4,21 +4,22 @@
         [--out benchmarks/results]
 
 The calibration's *chain of dependent exchanges* is timed as the mean of
-:data:`simulator.core.calibration.CHAIN_STEPS` steps run back to back among ``k`` ranks, posted two
-ways: plainly (:func:`backends.primitives.chain_step`) and a step ahead, as the collectives post
-their steps (:func:`backends.primitives.chain_ahead`). The collectives' loopback model
-(:func:`~simulator.host.cluster_from_entry` with ``exchange_bus`` and ``receiver_driven``, what
-``lab.predict.predict`` uses) prices the latency of a message that starts while ``k − 1`` others
-are in flight by the chain posted ahead, scaled so that the simulated chain takes the measured time
-per step (:func:`simulator.host.wakeup.chain_means`). This simulates, per calibrated world and
-``k``, the same chain as it was measured — ``--steps`` steps back to back — and prints the measured
-step, the simulated one in the collectives' model, and the simulated one where messages that start
-together are counted in the order the simulation starts them (what the model did before, and the
-other chapters' loopback model still does): there the ranks whose messages came first run ahead
-step after step, fewer messages are in flight than on the real host, and a sustained chain among
-four came out at under half the measured step. Reads a calibration only: no process is launched.
-Writes ``chain_self_consistency-<run id>.json`` (a new file every run: ``_output.py``); asserts
-nothing. """
+:data:`simulator.core.calibration.CHAIN_STEPS` steps run back to back among ``k`` ranks, posted
+two ways: plainly (:func:`backends.primitives.chain_step`) and a step ahead, as the collectives
+post their steps (:func:`backends.primitives.chain_ahead`). The loopback model with every host
+effect (:func:`~simulator.host.cluster_from_entry` with ``exchange_bus`` and ``receiver_driven``;
+the host tier leaves the chain out, ``benchmarks/README.md``) prices the latency of a message that
+starts while ``k − 1`` others are in flight by the chain posted ahead, scaled so that the
+simulated chain takes the measured time per step (:func:`simulator.host.wakeup.chain_means`). This
+simulates, per calibrated world and ``k``, the same chain as it was measured — ``--steps`` steps
+back to back — and prints the measured step, the simulated one in the collectives' model, and the
+simulated one where messages that start together are counted in the order the simulation starts
+them (what the model did before, and the other chapters' loopback model still does): there the
+ranks whose messages came first run ahead step after step, fewer messages are in flight than on
+the real host, and a sustained chain among four came out at under half the measured step. Reads a
+calibration only: no process is launched. Writes ``chain_self_consistency-<run id>.json`` (a new
+file every run: ``_output.py``); asserts nothing.
+"""
 
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ from simulator.core.calibration import (
     this_host,
 )
 from simulator.host import cluster_from_entry
+from simulator.host.factory import local_cluster
 
 
 def test_sustained_comparison_measures_every_point_in_one_launch(tmp_path):
@@ -26,8 +27,7 @@ def test_sustained_comparison_measures_every_point_in_one_launch(tmp_path):
                                 chain_calibration=rounds)
     assert [(r.twin, r.world, r.bytes) for r in records] == [
         (name, 2, n) for name in names for n in sizes]
-    machine = cluster_from_entry(load_calibration(rounds)[f"{this_host()}/gloo/2"],
-                                       exchange_bus=True, receiver_driven=True)
+    machine = local_cluster(load_calibration(rounds)[f"{this_host()}/gloo/2"], 2, "host")
     for r in records:
         assert 0 < r.measured_p10_s <= r.measured_median_s <= r.measured_p90_s
         assert r.calls >= 1  # predicted as measured: that many calls back to back, per call
