@@ -3,8 +3,8 @@
 A pipeline of ``p`` stages runs ``m`` micro-batches; every stage waits while the pipeline fills
 and drains (textbook chapter 8, "The bubble"). With equal stages, GPipe and 1F1B both take
 ``m + p − 1`` clock ticks of one forward plus one backward, of which each stage is busy for
-``m``. Papers give the idle part two different ways — keep them apart
-(``../shared/REFERENCES.md``, "Pipeline parallel").
+``m``. Papers give the idle part two different ways — keep them apart (Huang et al. 2019,
+GPipe, §2.3; Narayanan et al. 2021, §2.2).
 
 Grade your answer::
 

@@ -40,7 +40,7 @@ def tensor_parallel_bytes(micro_batch: int, seq: int, hidden: int, t: int,
     # 2. How big is each? The output of a block is b × s × h elements.
     # 3. A ring all-reduce of n bytes over t ranks: each rank sends (t−1) chunks in the
     #    reduce-scatter and (t−1) in the all-gather, each n/t bytes
-    #    (../shared/REFERENCES.md, "Allreduce, ring").
+    #    (Patarasuk & Yuan 2009; textbook chapter 2, "Ring All-Reduce").
     # 4. Check: b = 1, s = 2048, h = 12288, t = 8, fp16 → about 352 MB (Narayanan et al.
     #    2021: 8·b·s·h·(t−1)/t elements).
     #
