@@ -27,7 +27,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
 from lab.checks import (
     MAX_REPEATS,
@@ -40,9 +40,6 @@ from lab.cli_launchers import cmd_horovodrun, cmd_store_demo
 from lab.tables import format_table
 from lab.units import UsageError, parse_sizes, parse_worlds, usage_line, whole
 from simulator.core.calibration import Calibration
-
-if TYPE_CHECKING:
-    from simulator.host.factory import Model
 
 EXIT_USAGE = 2
 
@@ -203,6 +200,7 @@ def cmd_simulate(args: argparse.Namespace) -> None:
     from lab.strategies import get_strategy
     from lab.strategy_cli import simulate_strategy
     from simulator.core.hardware import PRESETS
+    from simulator.host.factory import tiers_of
 
     strategy = get_strategy(args.twin)
     if strategy is not None:
@@ -214,7 +212,7 @@ def cmd_simulate(args: argparse.Namespace) -> None:
                          f"{', '.join(sorted(PRESETS))}")
     network, bandwidth = check_network(args, worlds, machine=False)
     calibration = Calibration.load(args.calibration) if args.cluster == "local" else None
-    rows = [row for model in models_of(args) for world in worlds
+    rows = [row for model in tiers_of(args.model) for world in worlds
             for row in predict(twin, world, sizes, args.cluster, calibration,
                                network=network, bandwidth=bandwidth, model=model)]
     _emit(args, {"records": rows}, rows, [("world", "world"), ("bytes", "size"),
@@ -255,6 +253,7 @@ def cmd_compare(args: argparse.Namespace) -> None:
     from lab.strategies import get_strategy
     from lab.strategy_cli import compare_strategy
     from simulator.core.calibration import check_writable
+    from simulator.host.factory import tiers_of
 
     strategy = get_strategy(args.twin)
     if strategy is not None:
@@ -271,7 +270,7 @@ def cmd_compare(args: argparse.Namespace) -> None:
                       bandwidth=bandwidth)
     records = compare(twin, worlds, sizes, args.repeats, Calibration.load(args.calibration),
                       args.backend, network=network, bandwidth=bandwidth,
-                      models=models_of(args))
+                      models=tiers_of(args.model))
     rows = records_as_dicts(records)
     if args.out:
         from lab.plots import plot_compare
@@ -303,11 +302,6 @@ def cmd_compare(args: argparse.Namespace) -> None:
                  if args.model == "both" else ""))
 
 
-def models_of(args: argparse.Namespace) -> tuple[Model, ...]:
-    """The tiers ``--model`` asks for, simplest first."""
-    return ("textbook", "host") if args.model == "both" else (args.model,)
-
-
 def simulate_model(argv: Sequence[str]) -> None:
     """``distml-lab simulate MODEL …`` (``argv`` starts with MODEL)."""
     from lab.simulate_models import MODELS
@@ -325,10 +319,11 @@ def simulate_model(argv: Sequence[str]) -> None:
 def cmd_report(args: argparse.Namespace) -> None:
     """``distml-lab report``: the tour."""
     from lab.report import build_report, parse_chapters
+    from simulator.host.factory import tiers_of
 
     path = build_report(Path(args.out), quick=args.quick, calibration=args.calibration,
                         log=lambda m: print(m, file=sys.stderr),
-                        chapters=parse_chapters(args.chapters), models=models_of(args))
+                        chapters=parse_chapters(args.chapters), models=tiers_of(args.model))
     print(f"report written to {path}")
 
 

@@ -33,7 +33,7 @@ from simulator.core.calibration import (
     find_entry,
 )
 from simulator.core.engine import Trace
-from simulator.host.factory import Model
+from simulator.host.factory import Model, shown_tier
 
 # ---- the real side ------------------------------------------------------------------------
 
@@ -270,7 +270,7 @@ def _record(twin: Twin, world: int, tiers: dict[str, dict[str, Any]],
     error, and nccl-tests' columns."""
     from lab.nccl_tests import algbw_GBps, busbw_GBps
 
-    model = "host" if "host" in tiers else next(iter(tiers))
+    model = shown_tier(tiers)
     pred = tiers[model]
     nbytes, median = pred["bytes"], meas["median_s"]
     both: dict[str, Any] = {"model": model}

@@ -50,12 +50,10 @@ class Record:
 
 def median_abs_error(records: Sequence[Any], model: str | None = None) -> float:
     """Median over points of |rel_error| — of tier ``model``'s ``rel_error_{model}`` where
-    given — for :class:`Record` objects or row dicts (NaN for no points)."""
+    given (records of both tiers) — for :class:`Record` objects or row dicts (NaN for no
+    points)."""
     key = "rel_error" if model is None else f"rel_error_{model}"
     errors = [(r if isinstance(r, dict) else asdict(r)).get(key) for r in records]
-    if model is not None and all(e is None for e in errors):  # one tier only: rel_error
-        rows = [r if isinstance(r, dict) else asdict(r) for r in records]
-        errors = [r["rel_error"] for r in rows if r.get("model") == model]
     found = [abs(e) for e in errors if e is not None]
     return statistics.median(found) if found else math.nan
 

@@ -31,12 +31,12 @@ from lab.plots import plot_compare, plot_strategy, plot_timelines
 from lab.predict import local_cluster
 from lab.records import records_as_dicts, write_csv, write_json
 from lab.report_sections import Section, calibration_table, summary_table, twin_section
-from lab.strategies import StrategyTwin, all_strategies, run_comparison
-from lab.strategy_cli import in_chapter
+from lab.strategies import StrategyTwin, all_strategies, first_chapter, run_comparison
+from lab.strategy_cli import flat_row, in_chapter
 from lab.twins import Twin, all_twins
 from lab.units import UsageError, format_size
 from simulator.core.calibration import Calibration, check_writable
-from simulator.host.factory import Model
+from simulator.host.factory import Model, shown_tier
 
 CHAPTERS = tuple(range(1, 15))
 """The book's chapters the lab has twins for."""
@@ -115,7 +115,7 @@ def build_report(out: Path, quick: bool = False, calibration: str | Path | None 
             log(f"{strategy.name}: comparing at worlds {list(worlds)}, "
                 f"{strategy.parameter} {list(points)} ...")
             rows = run_comparison(strategy, worlds, points, max(3, repeats // 2), cal, models)
-            write_csv([_flat(r) for r in rows], tmp / f"{strategy.name}.csv")
+            write_csv([flat_row(r) for r in rows], tmp / f"{strategy.name}.csv")
             write_json({"records": rows}, tmp / f"{strategy.name}.json")
             plot_strategy(rows, strategy.parameter, tmp / f"{strategy.name}.png")
             sections.append(Section(strategy.name, strategy.chapter, strategy.summary, rows,
@@ -127,7 +127,7 @@ def build_report(out: Path, quick: bool = False, calibration: str | Path | None 
                  "the host effects this machine's calibration measured.", ""]
         lines += calibration_table(cal, work.calibrated_worlds())
         lines += summary_table(sections, models)
-        for section in sorted(sections, key=lambda s: int(s.chapter.partition("-")[0])):
+        for section in sorted(sections, key=lambda s: first_chapter(s.chapter)):
             lines += twin_section(section, models)
         lines += ["", f"_Generated in {time.monotonic() - started:.0f} s._", ""]
         (tmp / "index.md").write_text("\n".join(lines))
@@ -152,7 +152,7 @@ def _collective(twin: Twin, worlds: Sequence[int], sizes: Sequence[int], repeats
     write_json({"records": rows}, tmp / f"{twin.name}.json")
     plot_compare(records, tmp / f"{twin.name}.png")
     world, nbytes = worlds[-1], sizes[-1]
-    model = "host" if "host" in models else models[0]
+    model = shown_tier(models)
     predicted = twin.simulate(local_cluster(world, calibration=cal, model=model), nbytes).trace
     measured = measured_trace(twin, world, nbytes)
     predicted.write_chrome(tmp / f"{twin.name}.predicted.trace.json", "predicted")
@@ -160,8 +160,3 @@ def _collective(twin: Twin, worlds: Sequence[int], sizes: Sequence[int], repeats
     plot_timelines(predicted, measured, tmp / f"{twin.name}.timeline.png",
                    f"{twin.name}, p={world}, {format_size(nbytes)}")
     return Section(twin.name, twin.chapter, twin.summary, rows, None, timeline=True)
-
-
-def _flat(r: dict[str, Any]) -> dict[str, Any]:
-    """A row for CSV: the point's parameter as a column of its own."""
-    return {**{k: v for k, v in r.items() if k != "point"}, **r["point"]}

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lab.records import median_abs_error
+from lab.strategies import first_chapter
 from lab.units import format_size
 from simulator.core.calibration import Calibration, CalibrationError
 
@@ -56,7 +57,7 @@ def _tiers(models: Sequence[str]) -> list[str]:
 def summary_table(sections: Sequence[Section], models: Sequence[str]) -> list[str]:
     """Median |error| per chapter (over all its twins' points), per tier where both ran."""
     chapters: dict[str, list[dict[str, Any]]] = {}
-    for s in sorted(sections, key=lambda s: int(s.chapter.partition("-")[0])):
+    for s in sorted(sections, key=lambda s: first_chapter(s.chapter)):
         chapters.setdefault(s.chapter, []).extend(s.rows)
     tiers = _tiers(models)
     heads = [f"{m} median abs error" for m in tiers] or ["median abs error"]

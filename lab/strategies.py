@@ -118,10 +118,10 @@ def all_strategies() -> list[StrategyTwin]:
 
     for path in sorted(Path(__file__).parent.glob("strategies_*.py")):
         importlib.import_module(f"lab.{path.stem}")
-    return sorted(STRATEGIES.values(), key=lambda t: _first_chapter(t.chapter))
+    return sorted(STRATEGIES.values(), key=lambda t: first_chapter(t.chapter))
 
 
-def _first_chapter(chapter: str) -> int:
+def first_chapter(chapter: str) -> int:
     """``"5-6"`` → 5: a twin's place in the book."""
     return int(chapter.partition("-")[0])
 
@@ -131,55 +131,60 @@ def get_strategy(name: str) -> StrategyTwin | None:
     return {t.name: t for t in all_strategies()}.get(name)
 
 
+def _predicted_row(twin: StrategyTwin, world: int, point: Any, predicted: dict[str, Any],
+                   models: Sequence[str]) -> dict[str, Any]:
+    """A :data:`Predict` row of one point as a record: ``predicted_s`` the shown tier's
+    (:func:`~simulator.host.factory.shown_tier`), each tier's beside it with both."""
+    from simulator.host.factory import shown_tier
+
+    seconds = predicted["predicted"]
+    chosen = shown_tier(seconds)
+    row = {"twin": twin.name, "world": world, "point": {twin.parameter: point},
+           "bytes": predicted.get("bytes", 0), "model": "both" if len(models) > 1 else chosen,
+           "predicted_s": seconds[chosen]}
+    if len(models) > 1:
+        row.update({f"predicted_{m}_s": seconds[m] for m in models})
+    return {**row, **{k: v for k, v in predicted.items() if k not in ("predicted", "bytes")}}
+
+
+def _measured_fields(measured: dict[str, Any]) -> dict[str, Any]:
+    """A :data:`Measure` row's fields as a record's (``measured_median_s`` …)."""
+    return {"measured_median_s": measured["median_s"], "measured_p10_s": measured["p10_s"],
+            "measured_p90_s": measured["p90_s"],
+            **{k: v for k, v in measured.items()
+               if k not in ("median_s", "p10_s", "p90_s", "bytes")}}
+
+
 def merge(twin: StrategyTwin, world: int, point: Any, predicted: dict[str, Any],
           measured: dict[str, Any], models: Sequence[str]) -> dict[str, Any]:
-    """One comparison row from a :data:`Predict` row and a :data:`Measure` row of one point."""
+    """One comparison row from a :data:`Predict` row and a :data:`Measure` row of one point:
+    the prediction, the measurement (whose ``bytes`` win) and each tier's relative error."""
+    row = _predicted_row(twin, world, point, predicted, models)
     median = measured["median_s"]
-    seconds = predicted["predicted"]
-    chosen = "host" if "host" in seconds else next(iter(seconds))
-    extra = {k: v for k, v in {**predicted, **measured}.items()
-             if k not in ("predicted", "median_s", "p10_s", "p90_s", "bytes")}
-    r = {"twin": twin.name, "world": world, "point": {twin.parameter: point},
-         "bytes": measured.get("bytes", predicted.get("bytes", 0)),
-         "model": "both" if len(models) > 1 else chosen,
-         "predicted_s": seconds[chosen], "measured_median_s": median,
-         "measured_p10_s": measured["p10_s"], "measured_p90_s": measured["p90_s"],
-         "rel_error": (seconds[chosen] - median) / median}
+    row["bytes"] = measured.get("bytes", row["bytes"])
+    row["rel_error"] = (row["predicted_s"] - median) / median
     if len(models) > 1:
-        for model in models:
-            r[f"predicted_{model}_s"] = seconds[model]
-            r[f"rel_error_{model}"] = (seconds[model] - median) / median
-    return {**r, **extra}
+        row.update({f"rel_error_{m}": (row[f"predicted_{m}_s"] - median) / median
+                    for m in models})
+    return {**row, **_measured_fields(measured)}
 
 
 def prediction_rows(twin: StrategyTwin, world: int, points: Sequence[Any],
                     calibration: Calibration, models: Sequence[str]) -> list[dict[str, Any]]:
     """``distml-lab simulate`` of a strategy twin: the predicted rows at one world size."""
     points = twin.points_at(world, points)
-    rows = []
-    for point, p in zip(points, twin.predict(world, points, calibration, models), strict=True):
-        seconds = p["predicted"]
-        chosen = "host" if "host" in seconds else next(iter(seconds))
-        extra = {k: v for k, v in p.items() if k not in ("predicted", "bytes")}
-        rows.append({"twin": twin.name, "world": world, "point": {twin.parameter: point},
-                     "bytes": p.get("bytes", 0), "model": chosen,
-                     "predicted_s": seconds[chosen],
-                     **{f"predicted_{m}_s": seconds[m] for m in models if len(models) > 1},
-                     **extra})
-    return rows
+    return [_predicted_row(twin, world, point, p, models)
+            for point, p in zip(points, twin.predict(world, points, calibration, models),
+                                strict=True)]
 
 
 def measurement_rows(twin: StrategyTwin, world: int, points: Sequence[Any], repeats: int
                      ) -> list[dict[str, Any]]:
     """``distml-lab run`` of a strategy twin: the measured rows at one world size."""
     points = twin.points_at(world, points)
-    rows = []
-    for point, m in zip(points, twin.measure(world, points, repeats), strict=True):
-        extra = {k: v for k, v in m.items() if k not in ("median_s", "p10_s", "p90_s", "bytes")}
-        rows.append({"twin": twin.name, "world": world, "point": {twin.parameter: point},
-                     "bytes": m.get("bytes", 0), "measured_median_s": m["median_s"],
-                     "measured_p10_s": m["p10_s"], "measured_p90_s": m["p90_s"], **extra})
-    return rows
+    return [{"twin": twin.name, "world": world, "point": {twin.parameter: point},
+             "bytes": m.get("bytes", 0), **_measured_fields(m)}
+            for point, m in zip(points, twin.measure(world, points, repeats), strict=True)]
 
 
 def run_comparison(twin: StrategyTwin, worlds: Sequence[int], points: Sequence[Any],

@@ -36,6 +36,7 @@ from typing import Any
 
 from lab.strategies import StrategyTwin, register
 from simulator.core.calibration import Calibration
+from simulator.host.factory import shown_tier
 
 WIDTHS = (1024,) * 7
 """The MLP: six 1024×1024 ``Linear`` layers (+ ReLU), 24 MiB (as
@@ -54,7 +55,7 @@ def _predict(world: int, points: Sequence[Any], calibration: Calibration,
     tiers = {model: predict_caps(entry, workload, world, caps, contention,
                                  gloo_ring_cluster(entry, world, model))
              for model in models}
-    chosen = tiers["host" if "host" in tiers else models[0]]
+    chosen = tiers[shown_tier(tiers)]
     return [{"predicted": {model: tiers[model][i][0].step_s for model in models},
              "bytes": workload.param_bytes, "buckets": len(on.buckets),
              "predicted_no_overlap_s": off.step_s, "exposed_comm_s": on.exposed_comm_s}

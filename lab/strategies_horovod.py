@@ -32,6 +32,7 @@ from typing import Any
 
 from lab.strategies import StrategyTwin, register
 from simulator.core.calibration import Calibration
+from simulator.host.factory import shown_tier
 
 CYCLE_TIME_MS = 1.0
 """The cycle time the threshold sweep holds (``sweep_points``' ``fixed_cycle_ms``)."""
@@ -56,7 +57,7 @@ def _predict(world: int, points: Sequence[Any], calibration: Calibration,
     for threshold in points:
         tiers = {model: predict(entry, primitives, world, float(threshold), CYCLE_TIME_MS,
                                 model) for model in models}
-        chosen = tiers["host" if "host" in tiers else models[0]]
+        chosen = tiers[shown_tier(tiers)]
         rows.append({"predicted": {model: p.step_s for model, p in tiers.items()},
                      "bytes": primitives.workload.param_bytes, "cycle_time_ms": CYCLE_TIME_MS,
                      "predicted_cycles": chosen.cycles,

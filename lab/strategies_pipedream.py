@@ -29,6 +29,7 @@ from typing import Any
 
 from lab.strategies import StrategyTwin, register
 from simulator.core.calibration import Calibration
+from simulator.host.factory import shown_tier
 
 BLOCKS_PER_STAGE = 2
 """MLP blocks on each stage."""
@@ -82,7 +83,7 @@ def _predict(world: int, points: Sequence[Any], calibration: Calibration,
         setup = _setup(world, n)
         tiers = {model: predict_pipedream(setup, layers, cluster, host_cores())
                  for model, cluster in clusters.items()}
-        chosen = tiers["host" if "host" in tiers else models[0]]
+        chosen = tiers[shown_tier(tiers)]
         rows.append({"predicted": {m: r.step_time_s for m, r in tiers.items()},
                      "bytes": sum(x.parameter_bytes for x in layers),
                      "balance": list(setup.balance), "batch": BATCH,

@@ -34,6 +34,7 @@ from typing import Any
 
 from lab.strategies import StrategyTwin, register
 from simulator.core.calibration import Calibration
+from simulator.host.factory import shown_tier
 
 CHUNKS = 2
 """Model chunks per rank of the interleaved schedule (Megatron's ``v``; at least 2)."""
@@ -89,7 +90,7 @@ def _twin(schedule: str) -> tuple[Any, Any]:
             stage_times = profile_stages_together(setup, TOGETHER_S)
             tiers = {model: simulate(setup, layers, cluster=cluster, stage_times=stage_times)
                      for model, cluster in clusters.items()}
-            chosen = tiers["host" if "host" in tiers else models[0]]
+            chosen = tiers[shown_tier(tiers)]
             rows.append({"predicted": {m: r.step_time_s for m, r in tiers.items()},
                          **_fields(setup, layers), "predicted_bubble": chosen.bubble_fraction,
                          "predicted_peak_activation_bytes": chosen.peak_activation_bytes})

@@ -42,6 +42,7 @@ from typing import Any
 
 from lab.strategies import StrategyTwin, register
 from simulator.core.calibration import Calibration, CalibrationError
+from simulator.host.factory import shown_tier
 
 MODEL = "mlp"
 """The model trained: the small dense MLP (:attr:`backends.parameter_server.PSConfig.mlp_sizes`),
@@ -134,7 +135,7 @@ def _twin(consistency: str) -> tuple[Any, Any]:
             compute = profile_compute(cfg)
             tiers = {model: simulate(cfg, entry, replace(costs, anysource_s=anysource[processes]),
                                      compute, model=model) for model in models}
-            chosen = tiers["host" if "host" in tiers else models[0]]
+            chosen = tiers[shown_tier(tiers)]
             rows.append({"predicted": {m: t.time_per_iteration_s() for m, t in tiers.items()},
                          **_point(consistency, servers, world),
                          "calibration_world": entry.world_size,

@@ -33,6 +33,7 @@ from lab.strategies import (
 )
 from lab.units import UsageError, parse_worlds
 from simulator.core.calibration import Calibration, CalibrationError, default_calibration_path
+from simulator.host.factory import tiers_of
 
 
 def _sweep(args: argparse.Namespace, twin: StrategyTwin) -> tuple[list[int], list[Any]]:
@@ -82,8 +83,6 @@ def _calibration(args: argparse.Namespace, twin: StrategyTwin, ranks: Sequence[i
 
 def simulate_strategy(args: argparse.Namespace, twin: StrategyTwin) -> None:
     """Check everything (the calibration included), predict, print."""
-    from lab.cli import models_of
-
     worlds, points = _sweep(args, twin)
     if args.cluster != "local":
         raise UsageError(f"{twin.name} is predicted on this machine's calibrated cluster: "
@@ -91,7 +90,7 @@ def simulate_strategy(args: argparse.Namespace, twin: StrategyTwin) -> None:
     ranks = _ranks(twin, worlds, points)
     check_real_ranks(ranks)  # the prediction's primitives run on that many processes
     calibration = _calibration(args, twin, ranks)
-    models = models_of(args)
+    models = tiers_of(args.model)
     print(f"{twin.name}: worlds {worlds}, {twin.parameter} {points}, model "
           f"{args.model} ...", file=sys.stderr)
     rows = [r for world in worlds
@@ -123,7 +122,6 @@ def run_strategy(args: argparse.Namespace, twin: StrategyTwin) -> None:
 
 def compare_strategy(args: argparse.Namespace, twin: StrategyTwin) -> None:
     """Check everything, calibrate where needed, compare, print and write."""
-    from lab.cli import models_of
     from lab.compare import ensure_calibrated
     from lab.outputs import check_new_files
     from lab.records import write_csv, write_json
@@ -143,13 +141,13 @@ def compare_strategy(args: argparse.Namespace, twin: StrategyTwin) -> None:
         ensure_calibrated(ranks, "gloo", args.calibration, quick=args.quick,
                           log=lambda m: print(m, file=sys.stderr))
     calibration = _calibration(args, twin, ranks)
-    models = models_of(args)
+    models = tiers_of(args.model)
     print(f"{twin.name}: worlds {worlds}, {twin.parameter} {points}, model "
           f"{args.model} ...", file=sys.stderr)
     rows = run_comparison(twin, worlds, points, args.repeats, calibration, models)
     if args.out is not None:
         out = Path(args.out)
-        write_csv([_flat(r) for r in rows], out / names[0])
+        write_csv([flat_row(r) for r in rows], out / names[0])
         write_json({"records": rows}, out / names[1])
     if args.json:
         print(json.dumps({"records": rows}, indent=2))
@@ -178,7 +176,7 @@ def _table(twin: StrategyTwin, rows: Sequence[dict[str, Any]],
         print(" ".join(cells))
 
 
-def _flat(r: dict[str, Any]) -> dict[str, Any]:
+def flat_row(r: dict[str, Any]) -> dict[str, Any]:
     """A row for CSV: the point's parameter as a column of its own."""
     return {**{k: v for k, v in r.items() if k != "point"}, **r["point"]}
 

@@ -19,15 +19,31 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Collection
-from typing import Literal
+from typing import Literal, TypeVar
 
 from simulator.core.calibration import CalibrationEntry
 from simulator.core.hardware import Cluster, Device
 from simulator.core.network import Contention, Link, Topology
 
 Model = Literal["textbook", "host"]
+T = TypeVar("T", bound=str)
 MODELS: tuple[Model, ...] = ("textbook", "host")
 """The model tiers, simplest first."""
+
+
+def tiers_of(choice: str) -> tuple[Model, ...]:
+    """The tiers a ``--model`` choice asks for, simplest first: ``both`` is every tier."""
+    if choice == "both":
+        return MODELS
+    if choice not in MODELS:
+        raise ValueError(f"unknown model {choice!r}; choose one of {', '.join(MODELS)} or both")
+    return (choice,)
+
+
+def shown_tier(tiers: Collection[T]) -> T:
+    """The tier whose prediction a record shows as its ``predicted_s``: the host tier where it
+    was predicted, else the first of ``tiers``."""
+    return next((t for t in tiers if t == "host"), next(iter(tiers)))
 
 
 def entry_device(entry: CalibrationEntry) -> Device:

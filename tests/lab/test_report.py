@@ -8,6 +8,7 @@ import pytest
 from lab.cli import main
 from lab.report import CHAPTERS, build_report, parse_chapters, plan
 from lab.strategies import all_strategies
+from lab.strategy_cli import in_chapter
 from lab.twins import all_twins
 from lab.units import UsageError
 
@@ -49,14 +50,9 @@ def test_the_plan_covers_every_chapter_of_the_book():
     names = {t.name for t, _, _ in work.collectives} | {t.name for t, _, _ in work.strategies}
     assert {t.name for t in all_strategies()} <= names
     covered = {c for c in CHAPTERS for t in [*all_twins(), *all_strategies()]
-               if t.name in names and _in(t.chapter, c)}
+               if t.name in names and in_chapter(t.chapter, str(c))}
     assert covered == set(CHAPTERS)
     assert all(len(worlds) == 1 for _, worlds, _ in work.strategies)
-
-
-def _in(chapter, c):
-    lo, _, hi = chapter.partition("-")
-    return int(lo) <= c <= int(hi or lo)
 
 
 @pytest.mark.parametrize("text, chapters", [(None, list(CHAPTERS)), ("5", [5]),
