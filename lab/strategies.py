@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from simulator.core.calibration import Calibration
+    from simulator.core.engine import Trace
 
 Predict = Callable[[int, Sequence[Any], "Calibration", Sequence[str]], list[dict[str, Any]]]
 """``(world, points, calibration, models) -> rows``: the simulated twin at one world size, one
@@ -42,6 +43,13 @@ Measure = Callable[[int, Sequence[Any], int], list[dict[str, Any]]]
 """``(world, points, repeats) -> rows``: the real twin at one world size, one row per point in
 order, each with ``median_s``, ``p10_s`` and ``p90_s`` (s), optionally ``bytes`` and
 ``measured_peak_bytes``, and any measured fields of the chapter's own (PyTorch's time …)."""
+
+Timeline = Callable[[int, Any, "Calibration", str], "tuple[Trace, Trace | None]"]
+"""``(world, point, calibration, model) -> (predicted, measured)``: one step of the twin at one
+point as timelines in the simulator's trace schema (:class:`simulator.core.engine.Trace`,
+seconds): the simulated step in tier ``model`` and the real step's spans recorded by
+:class:`backends.trace.Tracer` (``None`` where the real twin records no spans). The report
+draws both with :func:`lab.plots.timelines`."""
 
 FIELDS = ("twin", "world", "point", "bytes", "model", "predicted_s", "measured_median_s",
           "measured_p10_s", "measured_p90_s", "rel_error")
@@ -80,6 +88,9 @@ class StrategyTwin:
     select: Callable[[int, Sequence[Any]], list[Any]] | None = None
     """The points of a sweep that run at world ``world`` (``None``: all of them; Megatron's
     grids run only where ``t·p·d = world``)."""
+
+    timeline: Timeline | None = None
+    """One step's predicted and measured timelines (``None``: the twin draws none)."""
 
     def points_at(self, world: int, points: Sequence[Any]) -> list[Any]:
         """The points of ``points`` that run at ``world`` (:attr:`select`)."""
