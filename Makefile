@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 export OMP_NUM_THREADS ?= 1
 export MPLBACKEND ?= Agg
 
-.PHONY: demo test lint pytest notebooks grade book report clean setup
+.PHONY: demo test lint pytest notebooks grade book figures report clean setup
 
 setup: $(STAMP)
 
@@ -44,8 +44,12 @@ grade: $(STAMP)
 	@test -n "$(CH)" || { echo "usage: make grade CH=01" >&2; exit 2; }
 	DISTML_IMPL=exercises $(BIN)/python -m pytest -q -m ch$(CH) tests/exercises
 
-book: $(STAMP)
+# The textbook's figures, drawn from the simulator (deterministic; not committed).
+figures: $(STAMP)
+	$(BIN)/python -m lab.figures textbook/figures
+
+book: $(STAMP) figures
 	$(BIN)/python -m lab.book textbook
 
 clean:
-	rm -rf report textbook/_build textbook/notebooks .pytest_cache .mypy_cache .ruff_cache
+	rm -rf report textbook/_build textbook/notebooks textbook/figures .pytest_cache .mypy_cache .ruff_cache
