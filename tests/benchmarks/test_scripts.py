@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from simulator.core.calibration import CalibrationEntry, save_entry
 from tests.benchmarks import BENCHMARKS
 
 SCRIPTS = sorted(p for p in BENCHMARKS.glob("*.py") if not p.name.startswith("_"))
@@ -42,13 +41,20 @@ def _ways_around_output(tree: ast.AST) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
+def _imported(tree: ast.AST, module: str) -> set[str]:
+    """The names ``tree`` imports from ``module``."""
+    return {a.name for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module == module for a in node.names}
+
+
+@pytest.mark.parametrize("script", [*SCRIPTS, BENCHMARKS / "_accuracy.py"],
+                         ids=lambda p: p.name)
 def test_script_writes_only_through_output(script):
     tree = ast.parse(script.read_text())
     assert not _ways_around_output(tree), f"{script.name}: {_ways_around_output(tree)}"
-    imported = {a.name for node in ast.walk(tree)
-                if isinstance(node, ast.ImportFrom) and node.module == "_output"
-                for a in node.names}
+    if "main" in _imported(tree, "_accuracy"):  # an accuracy benchmark: the runner's --out
+        tree = ast.parse((BENCHMARKS / "_accuracy.py").read_text())
+    imported = _imported(tree, "_output")
     assert imported & {"add_out", "benchmark_args"}, f"{script.name} takes no --out of _output"
 
 
@@ -100,35 +106,3 @@ def test_two_runs_keep_each_other_and_the_old_fixed_name(name, load, tmp_path, m
     for path in new:
         json.loads((tmp_path / path).read_text())
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
-
-
-class _Stop(Exception):
-    """Raised by a stub where the test has seen what it came for."""
-
-
-def test_horovod_calibrations_are_kept_and_the_newest_is_read(load, tmp_path, monkeypatch):
-    module = load("horovod_accuracy")
-
-    def calibrate(world, path):  # a nominal entry, saved as lab.calibrate.calibrate saves one
-        entry = CalibrationEntry("host", "gloo", world, 5e-5, 4e9, 1.2e10, 1.4e10, 1e11)
-        save_entry(entry, path)
-        return entry
-
-    def find_entry(world, path):
-        read.append(path)
-        raise _Stop
-
-    read: list[Path] = []
-    monkeypatch.setattr(module, "calibrate", calibrate)
-    monkeypatch.setattr(module, "find_entry", find_entry)
-    for _ in range(2):
-        monkeypatch.setattr(sys, "argv", ["x", "--calibrate", "--worlds", "2", "--out",
-                                          str(tmp_path)])
-        module.main()
-    kept = sorted(tmp_path.glob("horovod_calibration-*.json"))
-    assert len(kept) == 2
-    monkeypatch.setattr(sys, "argv", ["x", "--worlds", "2", "--out", str(tmp_path)])
-    with pytest.raises(_Stop):
-        module.main()
-    assert read == [load("_output").latest("horovod_calibration", tmp_path)]
-    assert read[0].name.endswith("-2.json")  # the second of the two runs above
