@@ -45,6 +45,7 @@ from torch.distributed.optim import DistributedOptimizer
 from torch.distributed.rendezvous import register_rendezvous_handler
 
 from backends.rendezvous import group_store
+from backends.trace import Tracer, span
 
 DEFAULT_RPC_TIMEOUT_S = 30.0
 
@@ -92,21 +93,32 @@ class Stage(nn.Module):
     """One stage, living on a worker: built there from a factory, run under a lock (RPC
     requests arrive on a pool of threads), its parameters offered as RRefs."""
 
-    def __init__(self, factory: Callable[[], nn.Module]) -> None:
+    def __init__(self, factory: Callable[[], nn.Module], index: int = 0,
+                 trace: bool = False) -> None:
         super().__init__()
         self.net = factory()
         self.lock = threading.Lock()
         self.busy_s = 0.0
+        self.index = index
+        self.tracer = Tracer(rank=dist.get_rank() if trace else 0, enabled=trace)
+        """``compute`` spans ``forward {index}`` of this worker (when ``trace``)."""
 
     def forward(self, x: torch.Tensor | rpc.RRef[Any]) -> torch.Tensor:
         """Run the stage on ``x`` (a tensor, or an RRef to one held elsewhere)."""
         if not isinstance(x, torch.Tensor):  # an RRef (a PyRRef once it crossed the wire)
             x = x.to_here()
-        with self.lock:
+        with self.lock, self.tracer.span("compute", f"forward {self.index}"):
             start = time.perf_counter()
             out = self.net(x)
             self.busy_s += time.perf_counter() - start
         return cast(torch.Tensor, out)
+
+    def trace_records(self, clear: bool = True) -> list[dict[str, Any]]:
+        """This worker's spans so far as records (and forget them if ``clear``)."""
+        records = self.tracer.trace.to_records()
+        if clear:
+            self.tracer.trace.spans.clear()
+        return records
 
     def parameter_rrefs(self) -> list[rpc.RRef[Any]]:
         """RRefs to this stage's parameters (for ``DistributedOptimizer``)."""
@@ -131,15 +143,15 @@ class SplitModel:
     the driver.
     """
 
-    def __init__(self, factories: Sequence[Callable[[], nn.Module]], ranks: Sequence[int]
-                 ) -> None:
+    def __init__(self, factories: Sequence[Callable[[], nn.Module]], ranks: Sequence[int],
+                 trace: bool = False) -> None:
         if len(factories) != len(ranks):
             raise ValueError(f"{len(factories)} stages but {len(ranks)} worker ranks")
         if not factories:
             raise ValueError("a split model needs at least one stage")
         self.ranks = list(ranks)
-        self.stages = [rpc.remote(worker_name(r), Stage, args=(f,))
-                       for f, r in zip(factories, ranks, strict=True)]
+        self.stages = [rpc.remote(worker_name(r), Stage, args=(f, i, trace))
+                       for i, (f, r) in enumerate(zip(factories, ranks, strict=True))]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Stage by stage: each ``rpc_sync`` sends the activation there and brings the output
@@ -183,6 +195,12 @@ class SplitModel:
         """Seconds each stage has spent computing forward passes so far."""
         return [rpc.rpc_sync(s.owner(), _get_busy, args=(s,)) for s in self.stages]
 
+    def trace_records(self) -> list[dict[str, Any]]:
+        """Every stage's spans so far (built with ``trace=True``), fetched from the workers
+        and cleared there."""
+        return [r for s in self.stages
+                for r in rpc.rpc_sync(s.owner(), _call, args=(s, "trace_records"))]
+
 
 def _get_busy(rref: rpc.RRef[Any]) -> float:
     return float(rref.local_value().busy_s)
@@ -190,13 +208,16 @@ def _get_busy(rref: rpc.RRef[Any]) -> float:
 
 def train_split(model: SplitModel, batches: Sequence[tuple[torch.Tensor, torch.Tensor]],
                 lr: float = 0.05, microbatches: int | None = None,
-                step_times: list[float] | None = None) -> list[float]:
+                step_times: list[float] | None = None, tracer: Tracer | None = None
+                ) -> list[float]:
     """Train with distributed autograd and ``DistributedOptimizer`` (SGD); return the losses.
 
     Each step runs in its own distributed-autograd context: the forward (plain or pipelined)
     records the RPCs, ``dist_autograd.backward`` sends the gradients back along them, and the
     optimizer steps every stage's parameters on its own worker. The optimizer is built once
-    (each worker builds its local one); ``step_times``, if given, gets each step's seconds.
+    (each worker builds its local one); ``step_times``, if given, gets each step's seconds;
+    ``tracer``, if given, the driver's spans of each step (``rpc`` forward, ``compute`` loss,
+    ``rpc`` backward, ``rpc`` optimizer: each the chain of remote calls it waits for).
     """
     opt = DistributedOptimizer(  # type: ignore[no-untyped-call]
         torch.optim.SGD, model.parameter_rrefs(), lr=lr)
@@ -204,11 +225,15 @@ def train_split(model: SplitModel, batches: Sequence[tuple[torch.Tensor, torch.T
     for x, y in batches:
         start = time.perf_counter()
         with dist_autograd.context() as ctx:
-            out = model.forward(x) if microbatches is None else model.pipelined_forward(
-                x, microbatches)
-            loss = nn.functional.mse_loss(out, y)
-            dist_autograd.backward(ctx, [loss])  # type: ignore[attr-defined]
-            opt.step(ctx)  # type: ignore[no-untyped-call]
+            with span(tracer, "rpc", "forward"):
+                out = model.forward(x) if microbatches is None else model.pipelined_forward(
+                    x, microbatches)
+            with span(tracer, "compute", "loss"):
+                loss = nn.functional.mse_loss(out, y)
+            with span(tracer, "rpc", "backward"):
+                dist_autograd.backward(ctx, [loss])  # type: ignore[attr-defined]
+            with span(tracer, "rpc", "optimizer"):
+                opt.step(ctx)  # type: ignore[no-untyped-call]
         losses.append(float(loss))
         if step_times is not None:
             step_times.append(time.perf_counter() - start)

@@ -352,6 +352,13 @@ class Zero:
         return {"parameters": params, "gradients": grads, "optimizer": optim,
                 "total": params + grads + optim}
 
+    def held_bytes(self) -> int:
+        """Bytes this rank keeps from step to step, counted from live storages: its model
+        states (:meth:`model_states`) and the flat gradient buffer of stages 2–3 that each
+        unit's gradients are reduce-scattered from (the twin of
+        :func:`simulator.zero.held_bytes`)."""
+        return self.model_states()["total"] + self._scratch.untyped_storage().nbytes()
+
 
 def _tensors(output: Any) -> Iterator[torch.Tensor]:
     if isinstance(output, torch.Tensor):

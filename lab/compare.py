@@ -10,18 +10,21 @@ For each (world size, message size) point:
   (:func:`backends.measure.measure`), barrier-aligned repeats;
 * **rel_error** — (predicted − measured median) / measured median.
 
-The prediction is :mod:`lab.predict`'s, the records and their files :mod:`lab.records`'; this
-module runs the real twins, pairs each measurement with its prediction, and calibrates on
-first use.
+The prediction is :mod:`lab.predict`'s, the records and their files :mod:`lab.records`', the
+rank code :mod:`backends.collectives.twin_ranks`' and :mod:`backends.sustained`'; this module
+launches the real twins, pairs each measurement with its prediction, and calibrates on first
+use.
 """
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from backends.collectives import twin_ranks
 from lab.predict import check_world, predict
 from lab.records import Record
 from lab.sustained import measure_sustained
@@ -37,41 +40,10 @@ from simulator.host.factory import Model, shown_tier
 
 # ---- the real side ------------------------------------------------------------------------
 
-def measure_twin(name: str, sizes: Sequence[int], repeats: int) -> list[dict[str, Any]]:
-    """Rank function: check the real twin against PyTorch once, then time each size — and,
-    for a collective, PyTorch's built-in side by side, interleaved in the same rounds. Each
-    repeat runs its operation back to back for about :data:`SUSTAINED_REPEAT_S`, as the
-    calibration times the primitives the prediction is built from; a row's ``calls`` is how
-    many calls that was (its times are per call)."""
-    from backends.measure import measure_many
-
-    twin = get_twin(name)
-    twin.check(min(sizes, default=0))
-    steps = [twin.real_step(nbytes, None) for nbytes in sizes]
-    if twin.builtin_step is not None:
-        steps += [twin.builtin_step(nbytes) for nbytes in sizes]
-    timings = [t.as_dict() for t in measure_many(steps, repeats=repeats,
-                                                 repeat_s=SUSTAINED_REPEAT_S)]
-    ours, builtin = timings[:len(sizes)], timings[len(sizes):]
-    for row, other in zip(ours, builtin, strict=False):
-        row["builtin_median_s"] = other["median_s"]
-    return ours
-
-
-def trace_twin(name: str, nbytes: int) -> list[dict[str, Any]]:
-    """Rank function: one warm run, then one traced run; every rank's spans."""
-    import torch.distributed as dist
-
-    from backends.trace import Tracer
-
-    twin = get_twin(name)
-    tracer = Tracer()
-    step = twin.real_step(nbytes, tracer)
-    step()
-    dist.barrier()
-    tracer.trace.spans.clear()
-    step()
-    return tracer.gather().to_records()
+measure_twin = functools.partial(twin_ranks.measure_twin, get_twin)
+"""Rank function: :func:`backends.collectives.twin_ranks.measure_twin` finding the twin in the
+registry — ``measure_twin(name, sizes, repeats)`` checks the real twin against PyTorch once,
+then times each size (bytes), PyTorch's built-in beside it; rows of seconds per call."""
 
 
 def run_real(twin: Twin, world: int, sizes: Sequence[int], repeats: int = 10,
@@ -92,8 +64,8 @@ def measured_trace(twin: Twin, world: int, nbytes: int, backend: str = "gloo",
     """A real run's timeline, shifted to start at 0."""
     from backends.launch import spawn
 
-    records = spawn(trace_twin, world, twin.name, nbytes, backend=backend, network=network,
-                    bandwidth=bandwidth)[0]
+    records = spawn(twin_ranks.trace_twin, world, get_twin, twin.name, nbytes, backend=backend,
+                    network=network, bandwidth=bandwidth)[0]
     return Trace.from_records(records).shifted()
 
 

@@ -7,77 +7,24 @@ plan's count (:func:`simulator.pipeline.schedules.pipedream_async`), the losses 
 timeline. :func:`predict_pipedream` times the same model from its one-process profile with
 :func:`simulator.pipeline.simulate.simulate_pipeline` (schedule ``pipedream``). Nothing of
 the measured run feeds the prediction.
+
+The setup (:class:`PipeDreamSetup`) and the rank program (:func:`pipedream_rank`) live with the
+real twin, in :mod:`backends.pipeline.pipedream_measure`.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
+from backends.pipeline.pipedream_measure import PipeDreamSetup, pipedream_rank
 from simulator.core.engine import Trace
 from simulator.core.hardware import Cluster
 from simulator.pipeline.profile import LayerProfile
 from simulator.pipeline.simulate import PipelineResult, simulate_pipeline
 
-
-@dataclass(frozen=True)
-class PipeDreamSetup:
-    """One asynchronous PipeDream run: an MLP of ``layers`` blocks (``width → hidden →
-    width``, :func:`backends.pipeline.models.mlp`) cut by ``balance``, ``minibatches`` inputs
-    of ``batch`` examples each, SGD with ``lr``."""
-
-    balance: tuple[int, ...] = (2, 2)
-    width: int = 64
-    hidden: int = 256
-    batch: int = 16
-    minibatches: int = 8
-    lr: float = 0.01
-    vertical_sync: bool = False
-    seed: int = 0
-
-    @property
-    def stages(self) -> int:
-        """Pipeline stages, one rank each."""
-        return len(self.balance)
-
-    @property
-    def layers(self) -> int:
-        """Blocks in the model."""
-        return sum(self.balance)
-
-    def build(self) -> tuple[Any, list[Any], list[Any]]:
-        """(model, inputs, targets): the same on every rank (seeded)."""
-        import torch
-
-        from backends.pipeline.models import mlp
-
-        model = mlp(self.layers, self.width, self.hidden, seed=self.seed)
-        gen = torch.Generator().manual_seed(self.seed + 1)
-        xs = [torch.randn(self.batch, self.width, generator=gen) for _ in range(self.minibatches)]
-        ts = [torch.randn(self.batch, self.width, generator=gen) for _ in range(self.minibatches)]
-        return model, xs, ts
-
-
-def pipedream_rank(fields: dict[str, Any]) -> dict[str, Any]:
-    """Rank function: a warm-up run, then one traced run from a barrier; this stage's
-    versions, losses and spans."""
-    import torch.distributed as dist
-
-    from backends.pipeline.pipedream import PipeDream
-    from backends.trace import Tracer
-
-    setup = PipeDreamSetup(**{**fields, "balance": tuple(fields["balance"])})
-    rank = dist.get_rank()
-    for warm_up in (True, False):  # an untraced run first: lazy set-up out of the timeline
-        model, xs, ts = setup.build()
-        tracer = Tracer(enabled=not warm_up)
-        runtime = PipeDream(model, setup.balance, setup.minibatches, setup.lr,
-                            setup.vertical_sync, tracer=tracer)
-        dist.barrier()  # every stage starts together (processes start at different times)
-        losses = runtime.train(xs if rank == 0 else None,
-                               ts if rank == setup.stages - 1 else None)
-    return {"versions": runtime.max_versions, "planned_versions": runtime.planned_versions,
-            "losses": losses, "trace": tracer.gather().to_records()}
+__all__ = ["PipeDreamSetup", "measure_pipedream", "pipedream_rank", "predict_pipedream",
+           "profile_pipedream"]
 
 
 def measure_pipedream(setup: PipeDreamSetup, timeout: float = 60.0) -> dict[str, Any]:

@@ -20,6 +20,20 @@ from simulator.core.engine import Trace
 KIND_COLOURS = {"send": "tab:blue", "recv": "tab:orange", "compute": "tab:green",
                 "reduce": "tab:red", "memcpy": "tab:purple", "wait": "tab:gray",
                 "step": "tab:olive"}
+"""The span kinds every chapter shares (the simulator's :class:`~simulator.core.SimComm`)."""
+
+OTHER_COLOURS = ("tab:cyan", "tab:brown", "tab:pink", "gold", "navy", "teal", "salmon",
+                 "darkkhaki", "orchid", "slategray")
+"""Colours of a chapter's own kinds (a parameter server's ``pull``/``push``, DDP's ``ready``,
+Horovod's ``NEGOTIATE`` …), handed out in sorted order of kind."""
+
+
+def kind_colours(kinds: Sequence[str] | set[str]) -> dict[str, str]:
+    """A colour for each of ``kinds``: :data:`KIND_COLOURS`' for the shared ones, then
+    :data:`OTHER_COLOURS` in turn (sorted by kind, so the same kinds get the same colours)."""
+    others = sorted(k for k in kinds if k not in KIND_COLOURS)
+    return {**{k: c for k, c in KIND_COLOURS.items() if k in kinds},
+            **{k: OTHER_COLOURS[i % len(OTHER_COLOURS)] for i, k in enumerate(others)}}
 
 
 def _save(fig: Figure, path: str | Path | None) -> Figure:
@@ -72,12 +86,13 @@ def time_unit(seconds: float) -> tuple[str, float]:
     return "ns", 1e-9
 
 
-def _draw_timeline(ax: Any, trace: Trace, title: str, unit: tuple[str, float]) -> None:
+def _draw_timeline(ax: Any, trace: Trace, title: str, unit: tuple[str, float],
+                   colours: dict[str, str]) -> None:
     name, scale = unit
     ranks = sorted({s.rank for s in trace})
-    for s in trace:
+    for s in sorted(trace, key=lambda s: -s.duration):  # a span inside another drawn on top
         ax.barh(s.rank, max(s.duration, 1e-12) / scale, left=s.start / scale, height=0.6,
-                color=KIND_COLOURS.get(s.kind, "tab:cyan"), edgecolor="black", linewidth=0.3)
+                color=colours[s.kind], edgecolor="black", linewidth=0.3)
     ax.set_yticks(ranks)
     ax.set_yticklabels([f"rank {r}" for r in ranks])
     ax.invert_yaxis()
@@ -96,15 +111,13 @@ def plot_timelines(predicted: Trace, measured: Trace | None = None,
                              squeeze=False)
     traces = [predicted.shifted()] + ([measured.shifted()] if measured is not None else [])
     unit = time_unit(max((s.end for t in traces for s in t), default=0.0))
-    _draw_timeline(axes[0][0], traces[0], f"predicted {title}".strip(), unit)
+    colours = kind_colours({s.kind for t in traces for s in t})
+    _draw_timeline(axes[0][0], traces[0], f"predicted {title}".strip(), unit, colours)
     if measured is not None:
-        _draw_timeline(axes[1][0], traces[1], f"measured {title}".strip(), unit)
-    handles = [Rectangle((0, 0), 1, 1, color=c) for c in KIND_COLOURS.values()]
-    kinds = {s.kind for s in predicted} | ({s.kind for s in measured} if measured else set())
-    shown = [(h, k) for h, k in zip(handles, KIND_COLOURS, strict=True) if k in kinds]
-    if shown:
-        fig.legend([h for h, _ in shown], [k for _, k in shown], loc="upper right",
-                   fontsize=8)
+        _draw_timeline(axes[1][0], traces[1], f"measured {title}".strip(), unit, colours)
+    if colours:
+        fig.legend([Rectangle((0, 0), 1, 1, color=c) for c in colours.values()],
+                   list(colours), loc="upper right", fontsize=8)
     fig.tight_layout()
     return _save(fig, path)
 

@@ -5,8 +5,10 @@
    in the model tiers asked for (``--model``, default both: the textbook's α-β-γ model and the
    host model on top of it) and measured — the collectives over message sizes, the strategies
    over the parameter their chapter teaches (:mod:`lab.strategies`) — written as CSV and JSON,
-   with a plot; for a collective also one point's predicted and measured timelines as a PNG and
-   as Chrome traces (open them in https://ui.perfetto.dev).
+   with a plot; and one point's predicted and measured timelines as a PNG and as Chrome
+   traces (open them in https://ui.perfetto.dev): a collective's at its largest world and
+   size, a strategy twin's (:attr:`lab.strategies.StrategyTwin.timeline`) one step at the
+   first point of its sweep at its smallest world, in the shown tier.
 3. ``index.md``: the calibration, a summary of the median |error| of each tier per chapter,
    then one section per chapter with a table per twin (:mod:`lab.report_sections`).
 
@@ -36,6 +38,7 @@ from lab.strategy_cli import flat_row, in_chapter
 from lab.twins import Twin, all_twins
 from lab.units import UsageError, format_size
 from simulator.core.calibration import Calibration, check_writable
+from simulator.core.engine import Trace
 from simulator.host.factory import Model, shown_tier
 
 CHAPTERS = tuple(range(1, 15))
@@ -119,7 +122,9 @@ def build_report(out: Path, quick: bool = False, calibration: str | Path | None 
             write_json({"records": rows}, tmp / f"{strategy.name}.json")
             plot_strategy(rows, strategy.parameter, tmp / f"{strategy.name}.png")
             sections.append(Section(strategy.name, strategy.chapter, strategy.summary, rows,
-                                    strategy.parameter))
+                                    strategy.parameter,
+                                    **strategy_timeline(strategy, worlds, points, cal, models,
+                                                         tmp, log)))
         lines = ["# distml-lab report", "",
                  "Prediction (simulated twin on this machine's calibration) beside measurement "
                  "(real twin on real processes). Error = (predicted − measured) / measured. "
@@ -154,9 +159,40 @@ def _collective(twin: Twin, worlds: Sequence[int], sizes: Sequence[int], repeats
     world, nbytes = worlds[-1], sizes[-1]
     model = shown_tier(models)
     predicted = twin.simulate(local_cluster(world, calibration=cal, model=model), nbytes).trace
-    measured = measured_trace(twin, world, nbytes)
-    predicted.write_chrome(tmp / f"{twin.name}.predicted.trace.json", "predicted")
-    measured.write_chrome(tmp / f"{twin.name}.measured.trace.json", "measured")
-    plot_timelines(predicted, measured, tmp / f"{twin.name}.timeline.png",
-                   f"{twin.name}, p={world}, {format_size(nbytes)}")
+    write_timelines(twin.name, predicted, measured_trace(twin, world, nbytes), tmp,
+                    f"{twin.name}, p={world}, {format_size(nbytes)}")
     return Section(twin.name, twin.chapter, twin.summary, rows, None, timeline=True)
+
+
+def write_timelines(name: str, predicted: Trace, measured: Trace | None, tmp: Path,
+                    title: str) -> None:
+    """``NAME.timeline.png`` and the Chrome traces ``NAME.predicted.trace.json`` (and
+    ``NAME.measured.trace.json`` where there is a measured trace) in ``tmp``."""
+    predicted.write_chrome(tmp / f"{name}.predicted.trace.json", "predicted")
+    if measured is not None:
+        measured.write_chrome(tmp / f"{name}.measured.trace.json", "measured")
+    plot_timelines(predicted, measured, tmp / f"{name}.timeline.png", title)
+
+
+def strategy_timeline(twin: StrategyTwin, worlds: Sequence[int], points: Sequence[Any],
+                       cal: Calibration, models: Sequence[Model], tmp: Path,
+                       log: Callable[[str], None]) -> dict[str, Any]:
+    """One step's timelines of a strategy twin (:attr:`StrategyTwin.timeline`) at the first
+    point of its sweep at the smallest world, in the shown tier; the :class:`Section` fields
+    that say what was drawn. A failure is logged and said in the section, never raised: the
+    rest of the report stands."""
+    if twin.timeline is None:
+        return {}
+    world = min(worlds)
+    model = shown_tier(models)
+    try:
+        point = twin.points_at(world, points)[0]
+        log(f"{twin.name}: one step's timelines at world {world}, {twin.parameter} {point} ...")
+        predicted, measured = twin.timeline(world, point, cal, model)
+        write_timelines(twin.name, predicted, measured, tmp,
+                        f"{twin.name}, p={world}, {twin.parameter}={point} ({model} tier)")
+    except Exception as error:  # any failure: said in the section, the report stands
+        message = f"{type(error).__name__}: {error}".splitlines()[0]
+        log(f"{twin.name}: no timeline ({message})")
+        return {"timeline_note": f"The timelines could not be drawn ({message})."}
+    return {"timeline": True, "measured_timeline": measured is not None}

@@ -30,7 +30,11 @@ class Section:
     parameter: str | None = None
     """The strategy twin's swept parameter (``None``: a collective, swept over sizes)."""
     timeline: bool = False
-    """Whether predicted and measured timelines were written (``NAME.timeline.png``)."""
+    """Whether timelines were written (``NAME.timeline.png``, ``NAME.predicted.trace.json``)."""
+    measured_timeline: bool = True
+    """With :attr:`timeline`, whether a measured one was too (``NAME.measured.trace.json``)."""
+    timeline_note: str = ""
+    """What the section says of its timelines instead (why they could not be drawn)."""
 
 
 def calibration_table(cal: Calibration, worlds: Sequence[int]) -> list[str]:
@@ -73,7 +77,8 @@ def summary_table(sections: Sequence[Section], models: Sequence[str]) -> list[st
 
 
 def twin_section(section: Section, models: Sequence[str]) -> list[str]:
-    """A twin's heading, summary, median errors, table, plot and (collectives) timelines."""
+    """A twin's heading, summary, median errors, table, plot and timelines (or why there
+    are none)."""
     tiers = _tiers(models)
     lines = ["", f"## {section.name} (chapter {section.chapter})", "", section.summary, ""]
     if tiers:
@@ -109,7 +114,13 @@ def twin_section(section: Section, models: Sequence[str]) -> list[str]:
             lines += ["", f"{label}, predicted / measured (median over points): {ratio:.3f}"]
     lines += ["", f"![{section.name}]({section.name}.png)"]
     if section.timeline:
+        traces = [f"[predicted]({section.name}.predicted.trace.json)"]
+        if section.measured_timeline:
+            traces.append(f"[measured]({section.name}.measured.trace.json)")
+        else:
+            traces.append("no measured trace: the real twin records no spans")
         lines += ["", f"![{section.name} timelines]({section.name}.timeline.png)", "",
-                  f"Chrome traces: `{section.name}.predicted.trace.json`, "
-                  f"`{section.name}.measured.trace.json`."]
+                  "Chrome traces (open in https://ui.perfetto.dev): " + ", ".join(traces) + "."]
+    if section.timeline_note:
+        lines += ["", section.timeline_note]
     return lines

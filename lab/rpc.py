@@ -1,13 +1,15 @@
 """RPC model parallelism predicted and measured, side by side (book chapter 13).
 
 * :func:`calibrate_rpc` — the RPC transport's α and bandwidth from an echo sweep (``rpc_sync``
-  of a function that returns its tensor argument): a primitive, like the process group's
-  ping-pong, measured in one launch and never on the training it predicts;
+  of a function that returns its tensor argument, :func:`backends.rpc_measure.echo_sweep`): a
+  primitive, like the process group's ping-pong, measured in one launch and never on the
+  training it predicts;
 * :func:`profile_stages` — each stage's forward, backward and SGD step, measured on ONE process
   with one thread (:func:`backends.pipeline.profiler.profile_layers`);
 * :func:`predict_split_step` — :func:`simulator.rpc.simulate_split_step` on a fully connected
   cluster with the RPC α and bandwidth;
-* :func:`measure_split_step` — :func:`backends.rpc.train_split` timed on real processes.
+* :func:`measure_split_step` — :func:`backends.rpc.train_split` timed on real processes
+  (:func:`backends.rpc_measure.train_timed`).
 
 Seconds and bytes throughout.
 """
@@ -15,20 +17,17 @@ Seconds and bytes throughout.
 from __future__ import annotations
 
 import statistics
-import time
 from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
 import torch
-import torch.distributed as dist
-import torch.distributed.rpc as rpc
 from torch import nn
 
 from backends.launch import spawn
 from backends.measure import median_time
 from backends.pipeline.profiler import profile_layers
-from backends.rpc import SplitModel, init_rpc, shutdown, train_split, worker_name
+from backends.rpc_measure import echo_sweep, train_timed
 from lab.models import mlp
 from simulator.core.calibration import Fit, fit_alpha_beta
 from simulator.core.hardware import Cluster, Device
@@ -38,33 +37,6 @@ from simulator.rpc import StageCost, simulate_split_step
 ECHO_SIZES = (16, 1024, 16 * 1024, 128 * 1024, 1024 * 1024, 4 * 1024 * 1024)
 IDLE_S = 0.002
 """Quiet time before each calibration echo, s (see :func:`calibrate_rpc`)."""
-
-
-def _echo(t: torch.Tensor) -> torch.Tensor:
-    return t
-
-
-def _echo_sweep(sizes: Sequence[int], repeats: int, idle_s: float) -> list[float] | None:
-    """Rank program: rank 0 echoes each size off rank 1, ``idle_s`` apart (untimed); one-way
-    median time per size."""
-    init_rpc()
-    try:
-        if dist.get_rank() != 0:
-            return None
-        out = []
-        for n in sizes:
-            buf = torch.zeros(max(n // 4, 1))
-            samples = []
-            for k in range(3 + repeats):
-                time.sleep(idle_s)
-                start = time.perf_counter()
-                rpc.rpc_sync(worker_name(1), _echo, args=(buf,))
-                if k >= 3:
-                    samples.append((time.perf_counter() - start) / 2)
-            out.append(statistics.median(samples))
-        return out
-    finally:
-        shutdown()
 
 
 def calibrate_rpc(sizes: Sequence[int] = ECHO_SIZES, repeats: int = 20,
@@ -80,7 +52,7 @@ def calibrate_rpc(sizes: Sequence[int] = ECHO_SIZES, repeats: int = 20,
     """
     if world < 2:
         raise ValueError(f"an RPC echo needs at least 2 processes, got {world}")
-    times = spawn(_echo_sweep, world, list(sizes), repeats, idle_s, timeout=60)[0]
+    times = spawn(echo_sweep, world, list(sizes), repeats, idle_s, timeout=60)[0]
     return fit_alpha_beta([4 * max(n // 4, 1) for n in sizes], times)
 
 
@@ -144,29 +116,13 @@ def predict_split_step(stages: Sequence[StageCost], fit: Fit) -> float:
     return simulate_split_step(rpc_cluster(len(stages) + 1, fit), stages).makespan_s
 
 
-def _train_timed(widths: tuple[int, ...], stages: int, batch: int, repeats: int
-                 ) -> list[float] | None:
-    """Rank program: rank 0 trains the split model; every step timed (after 2 warm-ups)."""
-    init_rpc()
-    try:
-        if dist.get_rank() != 0:
-            return None
-        factories = [partial(stage_module, widths, stages, i) for i in range(stages)]
-        model = SplitModel(factories, list(range(1, stages + 1)))
-        g = torch.Generator().manual_seed(0)
-        data = [(torch.randn(batch, widths[0], generator=g),
-                 torch.randn(batch, widths[-1], generator=g))]
-        samples: list[float] = []
-        train_split(model, data * (2 + repeats), step_times=samples)
-        return samples[2:]
-    finally:
-        shutdown()
-
-
 def measure_split_step(widths: tuple[int, ...], stages: int, batch: int, repeats: int = 10
                        ) -> dict[str, Any]:
-    """Median/p10/p90 seconds of one real training step on ``stages + 1`` processes."""
-    samples = sorted(spawn(_train_timed, stages + 1, widths, stages, batch, repeats,
+    """Median/p10/p90 seconds of one real training step on ``stages + 1`` processes
+    (:func:`backends.rpc_measure.train_timed`: rank 0 drives, worker ``i + 1`` holds stage
+    ``i`` of :func:`stage_module`)."""
+    factories = [partial(stage_module, widths, stages, i) for i in range(stages)]
+    samples = sorted(spawn(train_timed, stages + 1, factories, widths, batch, repeats,
                            timeout=60)[0])
     n = len(samples)
     return {"median_s": statistics.median(samples), "p10_s": samples[int(0.1 * n)],

@@ -169,7 +169,8 @@ def _measured_fields(measured: dict[str, Any]) -> dict[str, Any]:
 def merge(twin: StrategyTwin, world: int, point: Any, predicted: dict[str, Any],
           measured: dict[str, Any], models: Sequence[str]) -> dict[str, Any]:
     """One comparison row from a :data:`Predict` row and a :data:`Measure` row of one point:
-    the prediction, the measurement (whose ``bytes`` win) and each tier's relative error."""
+    the prediction, the measurement (whose ``bytes`` win), each tier's relative error and,
+    where both peaks are known, the peak memory's (``rel_error_peak``)."""
     row = _predicted_row(twin, world, point, predicted, models)
     median = measured["median_s"]
     row["bytes"] = measured.get("bytes", row["bytes"])
@@ -177,7 +178,11 @@ def merge(twin: StrategyTwin, world: int, point: Any, predicted: dict[str, Any],
     if len(models) > 1:
         row.update({f"rel_error_{m}": (row[f"predicted_{m}_s"] - median) / median
                     for m in models})
-    return {**row, **_measured_fields(measured)}
+    row = {**row, **_measured_fields(measured)}
+    if row.get("predicted_peak_bytes") and row.get("measured_peak_bytes"):
+        row["rel_error_peak"] = ((row["predicted_peak_bytes"] - row["measured_peak_bytes"])
+                                 / row["measured_peak_bytes"])
+    return row
 
 
 def prediction_rows(twin: StrategyTwin, world: int, points: Sequence[Any],

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lab.strategies import StrategyTwin, register
+from lab.timelines import data_parallel_timeline
 from simulator.core.calibration import Calibration
 
 WIDTHS = (512, 2048, 2048, 10)
@@ -59,4 +60,5 @@ TWIN = register(StrategyTwin(
     name="data_parallel", chapter="4", summary="DataParallel: replicate, scatter the batch, "
     "gather the outputs, reduce the gradients onto one device", parameter="batch",
     points=(256, 1000), quick_points=(64,), predict=_predict, measure=_measure,
-    worlds=(2, 4), quick_worlds=(2,), min_world=1, world_unit="replicas", calibrated=False))
+    worlds=(2, 4), quick_worlds=(2,), min_world=1, world_unit="replicas", calibrated=False,
+    timeline=data_parallel_timeline))

@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lab.strategies import StrategyTwin, register
+from lab.timelines import ddp_timeline
 from simulator.core.calibration import Calibration
 from simulator.host.factory import shown_tier
 
@@ -80,4 +81,4 @@ TWIN = register(StrategyTwin(
     name="ddp", chapter="5-6", summary="DistributedDataParallel: gradients all-reduced in "
     "buckets, overlapped with the backward pass", parameter="bucket_mb",
     points=(1.0, 4.0, 16.0, 64.0), quick_points=(16.0,), predict=_predict, measure=_measure,
-    worlds=(2, 4), quick_worlds=(2,)))
+    worlds=(2, 4), quick_worlds=(2,), timeline=ddp_timeline))

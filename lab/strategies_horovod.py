@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lab.strategies import StrategyTwin, register
+from lab.timelines import horovod_timeline
 from simulator.core.calibration import Calibration
 from simulator.host.factory import shown_tier
 
@@ -84,4 +85,5 @@ TWIN = register(StrategyTwin(
     name="horovod", chapter="7", summary="Horovod: a background thread negotiates ready "
     "gradients every cycle and fuses them into all-reduces up to the fusion threshold",
     parameter="fusion_mb", points=(0.0, 1.0, 4.0, 16.0, 64.0), quick_points=(4.0,),
-    predict=_predict, measure=_measure, worlds=(2, 4), quick_worlds=(2,)))
+    predict=_predict, measure=_measure, worlds=(2, 4), quick_worlds=(2,),
+    timeline=horovod_timeline))

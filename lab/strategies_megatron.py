@@ -38,6 +38,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lab.strategies import StrategyTwin, register
+from lab.timelines import megatron_timeline
 from simulator.core.calibration import Calibration
 
 STEPS = 3
@@ -84,7 +85,7 @@ def _fields(grid: Any) -> dict[str, Any]:
             "microbatches": grid.microbatches, "sequence_parallel": grid.sequence_parallel}
 
 
-def _launch(world: int, grids: Sequence[Any], repeats: int, profile: bool) -> dict[str, Any]:
+def launch_grids(world: int, grids: Sequence[Any], repeats: int, profile: bool) -> dict[str, Any]:
     """:func:`lab.tensor_parallel.measure_rank` on ``world`` single-threaded processes (as the
     benchmark), with each grid's compute profile on ``min(world, cores)`` of them if
     ``profile``: rank 0's result."""
@@ -112,7 +113,7 @@ def _predict(world: int, points: Sequence[Any], calibration: Calibration,
     from lab.tensor_parallel import predict, waiting_cluster
 
     grids = [grid_point(name) for name in points]
-    got = _launch(world, grids, PROFILE_REPEATS, profile=True)
+    got = launch_grids(world, grids, PROFILE_REPEATS, profile=True)
     tiers = {model: waiting_cluster(world, got["exchange_s"], calibration=calibration,
                                     model=model) for model in ("host", *models)}
     described = tiers["host"][1]  # the host tier's α, whichever tiers are predicted
@@ -126,7 +127,7 @@ def _predict(world: int, points: Sequence[Any], calibration: Calibration,
 def _measure(world: int, points: Sequence[Any], repeats: int) -> list[dict[str, Any]]:
     """Every grid of ``world`` ranks in one spawned group, rounds interleaved."""
     grids = [grid_point(name) for name in points]
-    got = _launch(world, grids, repeats, profile=False)
+    got = launch_grids(world, grids, repeats, profile=False)
     return [{"median_s": m["median_s"], "p10_s": m["p10_s"], "p90_s": m["p90_s"],
              **_fields(grid)} for grid, m in zip(grids, got["points"], strict=True)]
 
@@ -138,4 +139,4 @@ TWIN = register(StrategyTwin(
     points=("t1d2", "t2d1", "t2d1-sp", "t1p2d1m4",
             "t1d4", "t2d2", "t2d2-sp", "t4d1", "t4d1-sp", "t1p2d2m2", "t2p2d1m4"),
     quick_points=("t2d1", "t2d2"), predict=_predict, measure=_measure, worlds=(2, 4),
-    quick_worlds=(2,), select=at_world))
+    quick_worlds=(2,), select=at_world, timeline=megatron_timeline))

@@ -28,6 +28,7 @@ from dataclasses import asdict
 from typing import Any
 
 from lab.strategies import StrategyTwin, register
+from lab.timelines import pipedream_timeline
 from simulator.core.calibration import Calibration
 from simulator.host.factory import shown_tier
 
@@ -56,7 +57,7 @@ def runs_rank(fields: dict[str, Any], repeats: int) -> dict[str, Any]:
             "planned_versions": out["planned_versions"]}
 
 
-def _setup(world: int, minibatches: int) -> Any:
+def pipedream_setup(world: int, minibatches: int) -> Any:
     """The :class:`lab.pipedream.PipeDreamSetup` of one point."""
     from lab.pipedream import PipeDreamSetup
 
@@ -77,10 +78,10 @@ def _predict(world: int, points: Sequence[Any], calibration: Calibration,
     from lab.pipeline import host_cores, local_cluster
 
     clusters = {model: local_cluster(world, calibration, model=model)[0] for model in models}
-    layers = profile_pipedream(_setup(world, points[0]), PROFILE_REPEATS)
+    layers = profile_pipedream(pipedream_setup(world, points[0]), PROFILE_REPEATS)
     rows = []
     for n in points:
-        setup = _setup(world, n)
+        setup = pipedream_setup(world, n)
         tiers = {model: predict_pipedream(setup, layers, cluster, host_cores())
                  for model, cluster in clusters.items()}
         chosen = tiers[shown_tier(tiers)]
@@ -98,7 +99,7 @@ def _measure(world: int, points: Sequence[Any], repeats: int) -> list[dict[str, 
 
     rows = []
     for n in points:
-        setup = _setup(world, n)
+        setup = pipedream_setup(world, n)
         ranks = spawn(runs_rank, world, asdict(setup), repeats, timeout=120.0)
         timing = Timing.from_samples(ranks[0]["spans_s"])
         rows.append({"median_s": timing.median_s, "p10_s": timing.p10_s,
@@ -113,4 +114,4 @@ TWIN = register(StrategyTwin(
     name="pipedream", chapter="10-11", summary="PipeDream: asynchronous 1F1B, no flush, an "
     "update after every backward, weight stashing", parameter="minibatches",
     points=(4, 8, 16, 32), quick_points=(4,), predict=_predict, measure=_measure, worlds=(2, 4),
-    quick_worlds=(2,), min_world=2, max_world=4))
+    quick_worlds=(2,), min_world=2, max_world=4, timeline=pipedream_timeline))

@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lab.strategies import StrategyTwin, register
+from lab.timelines import pipeline_timeline
 from simulator.core.calibration import Calibration
 from simulator.host.factory import shown_tier
 
@@ -47,7 +48,7 @@ TOGETHER_S = 0.5
 (:func:`lab.pipeline.profile_stages_together`)."""
 
 
-def _setups(schedule: str, world: int, points: Sequence[Any]) -> list[Any]:
+def setups(schedule: str, world: int, points: Sequence[Any]) -> list[Any]:
     """Each point's :class:`lab.pipeline.PipelineSetup`, checked: a one-line error for a world
     the model or the schedule cannot take."""
     from lab.pipeline import PipelineSetup
@@ -84,7 +85,7 @@ def _twin(schedule: str) -> tuple[Any, Any]:
         clusters = {model: local_cluster(world, calibration, model=model)[0]
                     for model in models}
         rows = []
-        for setup in _setups(schedule, world, points):
+        for setup in setups(schedule, world, points):
             layers = profile(setup, PROFILE_REPEATS)
             setup = setup.with_balance(layers)
             stage_times = profile_stages_together(setup, TOGETHER_S)
@@ -102,7 +103,7 @@ def _twin(schedule: str) -> tuple[Any, Any]:
         from lab.pipeline import measure as run
 
         rows = []
-        for setup in _setups(schedule, world, points):
+        for setup in setups(schedule, world, points):
             layers = profile(setup, PROFILE_REPEATS)
             setup = setup.with_balance(layers)
             got = run(setup, repeats, builtin=False)
@@ -134,7 +135,7 @@ def _register(schedule: str, summary: str, points: tuple[int, ...],
     return register(StrategyTwin(
         name=f"pipeline.{schedule}", chapter="8-9", summary=summary, parameter="microbatches",
         points=points, quick_points=quick, predict=predict, measure=measure, worlds=(2, 4),
-        quick_worlds=(2,), min_world=2, max_world=4))
+        quick_worlds=(2,), min_world=2, max_world=4, timeline=pipeline_timeline(schedule)))
 
 
 SCHEDULES = {schedule: _register(schedule, *spec) for schedule, spec in SUMMARIES.items()}

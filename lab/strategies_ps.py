@@ -41,6 +41,7 @@ from dataclasses import replace
 from typing import Any
 
 from lab.strategies import StrategyTwin, register
+from lab.timelines import ps_timeline
 from simulator.core.calibration import Calibration, CalibrationError
 from simulator.host.factory import shown_tier
 
@@ -173,7 +174,8 @@ def _register(consistency: str, text: str) -> StrategyTwin:
         summary=f"parameter server (S servers, world = W workers), {text}",
         parameter="servers", points=(1, 2), quick_points=(1,), predict=predict,
         measure=measure_, worlds=(2, 3), quick_worlds=(2,), min_world=1, max_world=4,
-        world_unit="workers", ranks=lambda workers, servers: 1 + servers + workers))
+        world_unit="workers", ranks=lambda workers, servers: 1 + servers + workers,
+        timeline=ps_timeline(consistency)))
 
 
 TWINS = {consistency: _register(consistency, text) for consistency, text in SUMMARIES.items()}

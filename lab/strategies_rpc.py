@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lab.strategies import StrategyTwin, register
+from lab.timelines import rpc_timeline
 from simulator.core.calibration import Calibration
 
 WIDTHS = (256, 1024, 1024, 256)
@@ -68,4 +69,5 @@ TWIN = register(StrategyTwin(
     name="rpc.split", chapter="13", summary="RPC model parallelism: an MLP split into "
     "world − 1 stages on workers, driven by remote calls and distributed autograd",
     parameter="batch", points=(32, 128, 512), quick_points=(32,), predict=_predict,
-    measure=_measure, worlds=(2, 3, 4), quick_worlds=(2,), calibrated=False))
+    measure=_measure, worlds=(2, 3, 4), quick_worlds=(2,), calibrated=False,
+    timeline=rpc_timeline))

@@ -7,36 +7,37 @@ the reduction SUM, the root rank 0. ``nbytes`` is the operation's ``n`` as
 ``../shared/REFERENCES.md`` defines it: the whole buffer for broadcast, reduce and all-reduce,
 the whole gathered/scattered buffer for (all-)gather, scatter and reduce-scatter, all that one
 rank sends for all-to-all. Where the buffer is cut into p equal pieces, ``n`` is rounded down to
-a whole number of float32 elements per piece — on both twins alike.
+a whole number of float32 elements per piece — on both twins alike. What each rank runs to
+check and time a twin (its buffers, PyTorch's built-in beside it) is
+:mod:`backends.collectives.twin_ranks`.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable
 from typing import Any
 
+from backends.collectives.twin_ranks import (
+    ITEMSIZE,
+    ROOTED,
+    builtin_step,
+    collective_check,
+    collective_step,
+    effective_nbytes,
+)
+from backends.collectives.twin_ranks import PIECEWISE as PIECEWISE  # read by lab.checks
 from lab.twins import KiB, MiB, Twin, register
 from simulator.collectives import ALGORITHMS
 from simulator.core.comm import SimResult, run_spmd
 from simulator.core.hardware import Cluster
 
-ITEMSIZE = 4  # float32
 RANKS_PER_NODE = 2
 """``hierarchical`` all-reduce treats pairs of ranks as nodes on one machine."""
 TOUR = {"all_reduce.ring", "all_reduce.recursive_doubling", "all_gather.ring",
         "broadcast.binomial"}
 """The collectives ``distml-lab report`` shows (the others: ``distml-lab compare NAME``)."""
-PIECEWISE = {"scatter", "gather", "all_gather", "reduce_scatter", "all_to_all"}
-ROOTED = {"broadcast": "src", "scatter": "src", "gather": "dst", "reduce": "dst"}
-
-
-def effective_nbytes(operation: str, world: int, nbytes: int) -> int:
-    """``nbytes`` rounded down to whole float32 elements (and whole pieces per rank)."""
-    count = nbytes // ITEMSIZE
-    if operation in PIECEWISE:
-        count = count // world * world
-    return count * ITEMSIZE
 
 
 def _extra(operation: str, algorithm: str) -> dict[str, Any]:
@@ -78,94 +79,18 @@ def real_function(operation: str, algorithm: str) -> Callable[..., None]:
     return getattr(module, program.__name__)  # type: ignore[no-any-return]
 
 
-def _buffers(operation: str, nbytes: int, fill: Callable[[int], Any]) -> tuple[Any, ...]:
-    """The arguments of one call, for this rank: (tensor,) or (output, input)."""
-    import torch.distributed as dist
-
-    p, rank = dist.get_world_size(), dist.get_rank()
-    count = effective_nbytes(operation, p, nbytes) // ITEMSIZE
-    piece = count // p if operation in PIECEWISE else count
-    if operation in ("broadcast", "reduce", "all_reduce"):
-        return (fill(count),)
-    if operation in ("scatter", "gather"):  # (piece, whole buffer on the root only)
-        return fill(piece), fill(count) if rank == 0 else None
-    if operation == "all_gather":
-        return fill(count), fill(piece)
-    if operation == "reduce_scatter":
-        return fill(piece), fill(count)
-    return fill(count), fill(count)  # all_to_all: output, input
-
-
-def _call(fn: Callable[..., None], operation: str, algorithm: str, args: tuple[Any, ...],
-          tracer: Any = None) -> None:
-    extra = _extra(operation, algorithm)
-    if operation in ROOTED:
-        fn(*args, extra.pop(ROOTED[operation]), tracer=tracer, **extra)
-    else:
-        fn(*args, tracer=tracer, **extra)
-
-
-def builtin_call(operation: str, args: tuple[Any, ...]) -> None:
-    """PyTorch's own collective on the same buffers (root 0, SUM)."""
-    import torch.distributed as dist
-
-    p = dist.get_world_size()
-    if operation == "broadcast":
-        dist.broadcast(args[0], 0)
-    elif operation == "reduce":
-        dist.reduce(args[0], 0)
-    elif operation == "all_reduce":
-        dist.all_reduce(args[0])
-    elif operation == "scatter":
-        out, whole = args
-        dist.scatter(out, list(whole.chunk(p)) if whole is not None else None, src=0)
-    elif operation == "gather":
-        piece, whole = args
-        dist.gather(piece, list(whole.chunk(p)) if whole is not None else None, dst=0)
-    elif operation == "all_gather":
-        dist.all_gather_single(args[0], args[1])  # all_gather_into_tensor's new name
-    elif operation == "reduce_scatter":
-        dist.reduce_scatter_single(args[0], args[1])  # reduce_scatter_tensor's new name
-    else:
-        dist.all_to_all_single(args[0], args[1])
-
-
-def _zeros(count: int) -> Any:
-    import torch
-
-    return torch.zeros(count, dtype=torch.float32)
-
-
 def _make(operation: str, algorithm: str) -> Twin:
     cost = ALGORITHMS[operation][algorithm][1]
 
-    def real_step(nbytes: int, tracer: Any = None) -> Callable[[], None]:
-        fn, args = real_function(operation, algorithm), _buffers(operation, nbytes, _zeros)
-        return lambda: _call(fn, operation, algorithm, args, tracer)
+    extra = _extra(operation, algorithm)
 
-    def builtin_step(nbytes: int) -> Callable[[], None]:
-        args = _buffers(operation, nbytes, _zeros)
-        return lambda: builtin_call(operation, args)
+    def real_step(nbytes: int, tracer: Any = None) -> Callable[[], None]:
+        return collective_step(real_function(operation, algorithm), operation, extra, nbytes,
+                               tracer)
 
     def check(nbytes: int) -> None:
-        import torch
-        import torch.distributed as dist
-
-        gen = torch.Generator().manual_seed(dist.get_rank())
-
-        def fill(count: int) -> Any:
-            return torch.randint(-100, 100, (count,), generator=gen).float()
-
-        ours = _buffers(operation, max(nbytes, 4 * ITEMSIZE * dist.get_world_size()), fill)
-        theirs = tuple(None if t is None else t.clone() for t in ours)
-        _call(real_function(operation, algorithm), operation, algorithm, ours)
-        builtin_call(operation, theirs)
-        if operation == "reduce" and dist.get_rank() != 0:
-            return  # only the root's result is defined (others may hold partial sums)
-        for a, b in zip(ours, theirs, strict=True):
-            if a is not None and not torch.equal(a, b):  # type: ignore[arg-type]
-                raise AssertionError(f"rank {dist.get_rank()}: {operation}.{algorithm} "
-                                     f"differs from PyTorch's {operation}")
+        collective_check(real_function(operation, algorithm), operation, algorithm, extra,
+                         nbytes)
 
     def closed_form(p: int, n: int, alpha: float, beta: float, gamma: float) -> float:
         assert cost is not None
@@ -177,7 +102,8 @@ def _make(operation: str, algorithm: str) -> Twin:
         summary=(ALGORITHMS[operation][algorithm][0].__doc__ or "").strip().splitlines()[0]
         .replace("``", ""),
         simulate=_simulate(operation, algorithm), real_step=real_step, check=check,
-        closed_form=closed_form if cost is not None else None, builtin_step=builtin_step,
+        closed_form=closed_form if cost is not None else None,
+        builtin_step=functools.partial(builtin_step, operation),
         operation=operation, itemsize=ITEMSIZE, dtype="float", redop="sum",
         worlds=worlds, sizes=tuple(2**k for k in range(16, 27, 2)), quick_worlds=(2, 4),
         quick_sizes=(64 * KiB, 4 * MiB), min_world=1,

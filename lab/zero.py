@@ -8,34 +8,45 @@
   cluster, or the host's with :data:`~simulator.host.effects.BUSY_HOST`), the ranks sharing
   its cores, the optimizer step timed with every rank stepping at once
   (:func:`optimizer_step_together_s`, a primitive);
+* :func:`predict_peak_bytes` — the most bytes a rank holds during one step, from the model's
+  parameter counts and shapes only (:func:`simulator.zero.simulate_zero_step`'s memory);
 * :func:`measure_stages` — the real :class:`~backends.zero.Zero` training steps on ``world``
-  processes, median step time and the model-state bytes each rank holds;
-* :func:`compare_stages` — both, for each stage, with the memory the simulator predicts.
+  processes (rank programs: :mod:`backends.zero_measure`), median step time, the model-state
+  bytes a rank holds and the largest peak over the ranks;
+* :func:`compare_stages` — both, for each stage, with the memory the simulator predicts;
+* :func:`step_timelines` — one step predicted and measured as timelines.
 
 Times are seconds, sizes bytes.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
-import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import torch
-import torch.distributed as dist
 from torch import nn
 
 from backends.launch import spawn
 from backends.measure import median_time
 from backends.pipeline.profiler import profile_layers
-from backends.zero import Zero
+from backends.zero_measure import adam_together, time_stages, traced_step
 from lab.models import mlp, parameter_count
 from simulator.core.calibration import Calibration
+from simulator.core.comm import SimResult
+from simulator.core.engine import Trace
+from simulator.core.hardware import Cluster, Device
+from simulator.core.network import Link, Topology
 from simulator.host.effects import BUSY_HOST
 from simulator.host.factory import local_cluster
 from simulator.zero import UnitCost, model_state_bytes, simulate_zero_step
+
+__all__ = ["StagePoint", "compare_stages", "measure_stages", "mlp", "optimizer_step_s",
+           "optimizer_step_together_s", "parameter_count", "predict_peak_bytes",
+           "predict_step", "profile_units", "simulate_step", "step_timelines", "unit_shapes"]
 
 
 def optimizer_step_s(numel: int, repeats: int = 10, lr: float = 1e-3) -> float:
@@ -50,17 +61,38 @@ def _numel(module: nn.Module) -> int:
     return sum(p.numel() for p in module.parameters(recurse=False) if p.requires_grad)
 
 
+def _first_linear(model: nn.Sequential) -> nn.Linear:
+    first = next(iter(model.children()))
+    if not isinstance(first, nn.Linear):
+        raise ValueError("profile_units expects a model that starts with nn.Linear")
+    return first
+
+
+def _units(layers: list[UnitCost]) -> list[UnitCost]:
+    """Per-layer costs grouped into :class:`backends.zero.Zero`'s units: a layer with
+    parameters starts a unit, a parameter-free layer (an activation) is charged to the unit
+    before it (its times added, its output the unit's output)."""
+    units: list[UnitCost] = []
+    for layer in layers:
+        if layer.numel or not units:
+            units.append(layer)
+        else:
+            last = units[-1]
+            units[-1] = replace(last, forward_s=last.forward_s + layer.forward_s,
+                                backward_s=last.backward_s + layer.backward_s,
+                                output_bytes=layer.output_bytes)
+    return units
+
+
 def profile_units(model: nn.Sequential, batch: int, repeats: int = 10) -> list[UnitCost]:
-    """Per-unit one-core costs of ``model`` for a local batch of ``batch`` rows.
+    """Per-unit one-core costs of ``model`` for a local batch of ``batch`` rows, with each
+    unit's output bytes (:attr:`~simulator.zero.UnitCost.output_bytes`).
 
     A unit is a layer with parameters (as :class:`backends.zero.Zero` cuts the model); a
     parameter-free layer (an activation) is charged to the unit before it. Measured with one
     intra-op thread, as every rank runs.
     """
-    first = next(iter(model.children()))
-    if not isinstance(first, nn.Linear):
-        raise ValueError("profile_units expects a model that starts with nn.Linear")
-    example = torch.randn(batch, first.in_features)
+    example = torch.randn(batch, _first_linear(model).in_features)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as each rank runs (spawn sets OMP_NUM_THREADS=1)
     try:
@@ -69,40 +101,22 @@ def profile_units(model: nn.Sequential, batch: int, repeats: int = 10) -> list[U
                    for m in model.children()]
     finally:
         torch.set_num_threads(threads)
-    units: list[UnitCost] = []
-    for layer, module, update_s in zip(layers, model.children(), updates, strict=True):
-        numel = _numel(module)
-        if numel or not units:
-            units.append(UnitCost(numel, layer.forward_s, layer.backward_s, update_s))
-        else:
-            last = units[-1]
-            units[-1] = UnitCost(last.numel, last.forward_s + layer.forward_s,
-                                 last.backward_s + layer.backward_s, last.update_s)
-    return units
+    return _units([UnitCost(_numel(module), layer.forward_s, layer.backward_s, update_s,
+                            layer.output_bytes or 0)
+                   for layer, module, update_s in zip(layers, model.children(), updates,
+                                                      strict=True)])
 
 
-def _slowest_rank_times(fn: Any, repeats: int, warmup: int = 2) -> list[float]:
-    """Rank program piece: every rank runs ``fn`` at the same moment (a barrier first); the
-    slowest rank's seconds of each repeat after the warm-ups (the step ends with it)."""
-    samples = []
-    for k in range(warmup + repeats):
-        dist.barrier()
-        start = time.perf_counter()
-        fn()
-        elapsed = torch.tensor([time.perf_counter() - start], dtype=torch.float64)
-        dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
-        if k >= warmup:
-            samples.append(float(elapsed))
-    return samples
-
-
-def _adam_together(numel: int, repeats: int) -> float:
-    """Rank program: every rank steps Adam over ``numel`` parameters at the same moment; the
-    median over repeats of the slowest rank's time, s."""
-    param = nn.Parameter(torch.zeros(max(numel, 1)))
-    param.grad = torch.randn_like(param)
-    opt = torch.optim.Adam([param], lr=1e-3)
-    return statistics.median(_slowest_rank_times(opt.step, repeats))
+def unit_shapes(model: nn.Sequential, batch: int) -> list[UnitCost]:
+    """``model``'s units with their sizes only — parameters and output bytes for a batch of
+    ``batch`` rows, from the layers' shapes (one forward without gradients), no times."""
+    h = torch.zeros(batch, _first_linear(model).in_features)
+    layers = []
+    with torch.no_grad():
+        for module in model.children():
+            h = module(h)
+            layers.append(UnitCost(_numel(module), 0.0, 0.0, 0.0, h.numel() * h.element_size()))
+    return _units(layers)
 
 
 def optimizer_step_together_s(world: int, numel: int, repeats: int = 10) -> float:
@@ -110,14 +124,16 @@ def optimizer_step_together_s(world: int, numel: int, repeats: int = 10) -> floa
     s — a primitive: on a small host the update is bound by memory bandwidth, which the ranks
     share (on this 2-core VM, 4.2M parameters take 6.9 ms alone and up to 34 ms four at a
     time), so a one-process profile cannot say what it costs inside a step."""
-    return float(spawn(_adam_together, world, numel, repeats, timeout=60)[0])
+    return float(spawn(adam_together, world, numel, repeats, timeout=60)[0])
 
 
-def predict_step(world: int, stage: int, units: list[UnitCost],
-                 calibration: Calibration | str | Path | None = None,
-                 update_together_s: float | None = None, model: str = "host") -> float:
-    """Predicted seconds of one step on this machine's calibrated twin of ``world`` ranks, in
-    tier ``model`` (``calibration``: the file read once, or its path, default the user's).
+def simulate_step(world: int, stage: int, units: list[UnitCost],
+                  calibration: Calibration | str | Path | None = None,
+                  update_together_s: float | None = None, model: str = "host",
+                  trace: bool = False) -> SimResult:
+    """One step simulated on this machine's calibrated twin of ``world`` ranks, in tier
+    ``model`` (``calibration``: the file read once, or its path, default the user's): its
+    makespan, each rank's peak memory and, with ``trace``, its timeline.
 
     ``update_together_s``: the optimizer step over this stage's elements per rank (all of them
     at stage 0, ``⌈Ψ/N_d⌉`` otherwise) measured with every rank stepping at once
@@ -129,33 +145,31 @@ def predict_step(world: int, stage: int, units: list[UnitCost],
     if update_together_s is not None:
         total = sum(u.numel for u in units)
         per_rank = total if stage == 0 else -(-total // world)
-        units = [UnitCost(u.numel, u.forward_s, u.backward_s,
-                          update_together_s * u.numel / per_rank) for u in units]
+        units = [replace(u, update_s=update_together_s * u.numel / per_rank) for u in units]
     return simulate_zero_step(cluster, units, stage, cores=entry.cores,
-                              update_measured_together=update_together_s is not None
-                              ).makespan_s
+                              update_measured_together=update_together_s is not None,
+                              trace=trace)
 
 
-def _time_stages(stages: tuple[int, ...], widths: tuple[int, ...], batch: int, repeats: int
-                 ) -> dict[int, dict[str, Any]]:
-    """Rank program: for each stage, train ``repeats`` timed steps (after 2 warm-ups); the step
-    times (the slowest rank's, each step) and the model-state bytes this rank holds."""
-    rank = dist.get_rank()
-    g = torch.Generator().manual_seed(rank)
-    x, y = torch.randn(batch, widths[0], generator=g), torch.randn(batch, widths[-1], generator=g)
-    out = {}
-    for stage in stages:
-        zero = Zero(mlp(widths), torch.optim.Adam, stage=stage, lr=1e-3)
+def predict_step(world: int, stage: int, units: list[UnitCost],
+                 calibration: Calibration | str | Path | None = None,
+                 update_together_s: float | None = None, model: str = "host") -> float:
+    """Predicted seconds of one step (:func:`simulate_step`'s makespan)."""
+    return simulate_step(world, stage, units, calibration, update_together_s,
+                         model).makespan_s
 
-        def step(zero: Zero = zero) -> None:
-            zero.zero_grad()
-            ((zero(x) - y) ** 2).mean().backward()
-            zero.step()
 
-        out[stage] = {"samples_s": _slowest_rank_times(step, repeats),
-                      "model_states": zero.model_states()}
-        del zero
-    return out
+def predict_peak_bytes(world: int, stage: int, model: nn.Sequential, batch: int) -> int:
+    """The most bytes a rank is predicted to hold during one Adam step of ``model`` at ZeRO
+    ``stage`` on ``world`` ranks, ``batch`` rows each: :func:`simulator.zero.zero_step`'s
+    memory (model states per stage, the stage's gathered units and gradient buffers,
+    activations, the optimizer's temporaries) from the units' sizes only
+    (:func:`unit_shapes`). Memory does not depend on the network or the times, so a free
+    cluster of ``world`` ranks gives it."""
+    free = Cluster.homogeneous("free", Device("free", 1e18, 1e18, math.inf),
+                               Topology.fully_connected(world, Link(0.0, 1e18)))
+    return max(simulate_zero_step(free, unit_shapes(model, batch), stage,
+                                  trace=False).peak_memory_bytes)
 
 
 @dataclass(frozen=True)
@@ -180,18 +194,22 @@ class StagePoint:
 
 def measure_stages(world: int, stages: tuple[int, ...], widths: tuple[int, ...], batch: int,
                    repeats: int = 10) -> dict[int, dict[str, Any]]:
-    """Each stage's real step on ``world`` processes (one launch for all): median/p10/p90
-    seconds and rank 0's model-state bytes."""
-    got = spawn(_time_stages, world, tuple(stages), widths, batch, repeats, timeout=60)[0]
+    """Each stage's real step on ``world`` processes (one launch for all,
+    :func:`backends.zero_measure.time_stages`): median/p10/p90 seconds, rank 0's model-state
+    bytes and ``peak_bytes``, the largest over the ranks of the most bytes a rank held
+    during one step (:func:`backends.zero_measure.step_peak_bytes`)."""
+    ranks = spawn(time_stages, world, tuple(stages), mlp(widths), (widths[0], widths[-1]),
+                  batch, repeats, timeout=60)
     out = {}
-    for stage, res in got.items():
+    for stage, res in ranks[0].items():
         samples = sorted(res["samples_s"])
 
         def pct(q: float, samples: list[float] = samples) -> float:
             return float(samples[min(len(samples) - 1, int(q * len(samples)))])
 
         out[stage] = {"median_s": statistics.median(samples), "p10_s": pct(0.1),
-                      "p90_s": pct(0.9), "model_states": res["model_states"]}
+                      "p90_s": pct(0.9), "model_states": res["model_states"],
+                      "peak_bytes": max(int(r[stage]["peak_bytes"]) for r in ranks)}
     return out
 
 
@@ -214,3 +232,19 @@ def compare_stages(world: int, widths: tuple[int, ...], batch: int, repeats: int
                        model_state_bytes(params, stage, world, "fp32", "adam").as_dict(),
                        measured[stage]["model_states"])
             for stage in stages]
+
+
+def step_timelines(world: int, stage: int, widths: tuple[int, ...], batch: int,
+                   calibration: Calibration | str | Path | None = None, model: str = "host"
+                   ) -> tuple[Trace, Trace]:
+    """One step of stage ``stage`` as timelines (s, each starting at 0): predicted as the
+    comparison predicts it (:func:`simulate_step` in tier ``model``, from the one-process
+    profile and the update timed with every rank at once), and measured
+    (:func:`backends.zero_measure.traced_step`)."""
+    units = profile_units(mlp(widths), batch)
+    params = parameter_count(widths)
+    together = optimizer_step_together_s(world, params if stage == 0 else -(-params // world))
+    predicted = simulate_step(world, stage, units, calibration, together, model, trace=True)
+    measured = spawn(traced_step, world, stage, mlp(widths), (widths[0], widths[-1]), batch,
+                     timeout=60)[0]
+    return predicted.trace.shifted(), Trace.from_records(measured).shifted()

@@ -25,7 +25,9 @@ Everything here is arithmetic except :func:`step_communication`, which times the
 a cluster model (:mod:`simulator.collectives`' ring fast path, so thousands of ranks are cheap),
 and :func:`simulate_zero_step`, the rank program of one whole training step of the real twin
 (:mod:`backends.zero`): compute per unit, the stage's collectives per unit, the optimizer on the
-shard. Bytes are bytes; times are seconds.
+shard, and the bytes a rank holds along the way — its peak is the model states above plus what
+the step allocates on top (:func:`held_bytes`, :func:`zero_step`). Bytes are bytes; times are
+seconds.
 """
 
 from __future__ import annotations
@@ -253,12 +255,39 @@ class UnitCost:
         backward_s: its backward time, s.
         update_s: the optimizer's step over *all* ``numel`` parameters, s (a shard of ``k``
             elements costs ``k/numel`` of it).
+        output_bytes: bytes of the unit's output at the step's batch (after the
+            parameter-free layers that follow it) — the activation backward keeps, and the
+            size of its gradient; 0 leaves activations out of the memory model.
     """
 
     numel: int
     forward_s: float
     backward_s: float
     update_s: float
+    output_bytes: int = 0
+
+
+UPDATE_TEMPORARIES = {"adam": 2, "momentum": 0, "sgd": 0}
+"""Shard-sized buffers the optimizer allocates while it steps one tensor: ``torch.optim``'s
+single-tensor Adam computes its denominator out of place, ``√v`` then ``÷`` (two buffers);
+SGD and momentum update in place."""
+
+
+def held_bytes(units: Sequence[UnitCost], stage: int, dp: int, itemsize: int = 4,
+               optimizer: Optimizer = "adam") -> int:
+    """Bytes a rank of :class:`backends.zero.Zero` keeps from step to step: the model states of
+    :func:`model_state_bytes` in the real twin's precision (``itemsize``-byte parameters and
+    gradients, fp32 ``K``: Adam's ``4 + 4 + 8`` bytes per parameter unpartitioned) counted
+    over each unit's padded flat buffer — ``⌈Ψ_u/N_d⌉`` elements per shard, ``N_d`` shards for
+    a replicated state — plus, at stages 2–3, the flat gradient buffer the size of the
+    largest unit that each unit's gradients are reduce-scattered from."""
+    _check(0, stage, dp)
+    k = bytes_per_parameter("fp32", optimizer).optimizer * itemsize // 4
+    shard = sum(shard_elements(u.numel, dp) for u in units)
+    full = shard * dp
+    scratch = max(shard_elements(u.numel, dp) * dp for u in units) if stage >= 2 else 0
+    return (itemsize * ((shard if stage >= 3 else full) + (shard if stage >= 2 else full)
+                        + scratch) + k * (shard if stage >= 1 else full))
 
 
 def zero_step(comm: SimComm, units: Sequence[UnitCost], stage: int, itemsize: int,
@@ -275,6 +304,14 @@ def zero_step(comm: SimComm, units: Sequence[UnitCost], stage: int, itemsize: in
 
     Units are padded to a multiple of the world size, as the real twin pads them. Compute runs
     on a pool of ``shared["cores"]`` cores shared by all ranks (processor sharing).
+
+    Memory (``comm.alloc``/``free``, bytes): what the rank keeps (:func:`held_bytes`); each
+    unit's output from its forward to its backward (:attr:`UnitCost.output_bytes`); at stage
+    3 each gathered unit, forward and backward; in backward the gradient of the unit's output
+    and input and its fresh parameter gradients (added into the flat gradient at stages 0–1,
+    held until the unit is reduce-scattered at 2–3); the optimizer's temporaries
+    (:data:`UPDATE_TEMPORARIES`) for the largest tensor it steps. Not counted: the
+    collectives' receive buffers and the caller's input batch.
     """
     p = comm.world_size
     pool: CorePool | None = None
@@ -294,23 +331,39 @@ def zero_step(comm: SimComm, units: Sequence[UnitCost], stage: int, itemsize: in
                    "all_reduce": ring_all_reduce}[kind]
         yield from program(comm, padded(unit), itemsize)
 
+    def gathered(unit: UnitCost) -> int:
+        return padded(unit) if stage == 3 else 0
+
+    comm.alloc(held_bytes(units, stage, p, itemsize, shared["optimizer"]))
     for i, unit in enumerate(units):
+        comm.alloc(gathered(unit))
         if stage == 3:
             yield from collective("all_gather", unit)
         yield from compute(unit.forward_s, f"forward {i}")
+        comm.alloc(unit.output_bytes)
+        comm.free(gathered(unit))
+    comm.alloc(units[-1].output_bytes)  # the loss's gradient
     for i, unit in reversed(list(enumerate(units))):
+        comm.alloc(gathered(unit))
         if stage == 3:
             yield from collective("all_gather", unit)
+        fresh = (units[i - 1].output_bytes if i > 0 else 0) + unit.numel * itemsize
+        comm.alloc(fresh)
         yield from compute(unit.backward_s, f"backward {i}")
         if stage >= 2:
             yield from collective("reduce_scatter", unit)
+        comm.free(fresh - (units[i - 1].output_bytes if i > 0 else 0) + 2 * unit.output_bytes
+                  + gathered(unit))
     if stage <= 1:
         for unit in units:
             yield from collective("all_reduce" if stage == 0 else "reduce_scatter", unit)
     update_s = math.fsum(u.update_s if stage == 0 else
                          u.update_s * shard_elements(u.numel, p) / max(u.numel, 1)
                          for u in units)
+    stepped = max(padded(u) if stage == 0 else padded(u) // p for u in units)
+    comm.alloc(UPDATE_TEMPORARIES[shared["optimizer"]] * stepped)
     yield from compute(update_s, "optimizer step", not shared["update_measured_together"])
+    comm.free(UPDATE_TEMPORARIES[shared["optimizer"]] * stepped)
     if stage in (1, 2):
         for unit in units:
             yield from collective("all_gather", unit)
@@ -318,12 +371,16 @@ def zero_step(comm: SimComm, units: Sequence[UnitCost], stage: int, itemsize: in
 
 def simulate_zero_step(cluster: Cluster, units: Sequence[UnitCost], stage: int,
                        itemsize: int = 4, cores: float = math.inf,
-                       update_measured_together: bool = False) -> SimResult:
+                       update_measured_together: bool = False,
+                       optimizer: Optimizer = "adam", trace: bool = True) -> SimResult:
     """One training step of ZeRO ``stage`` on ``cluster`` (every rank data-parallel): makespan,
-    per-rank finish and the trace of compute and messages. ``cores``: CPU cores the ranks
+    per-rank finish, the trace of compute and messages, and each rank's peak memory over the
+    step (``peak_memory_bytes``, what :func:`zero_step` counts). ``cores``: CPU cores the ranks
     share (``math.inf``: one each, e.g. GPUs). ``update_measured_together``: the units'
     ``update_s`` were measured with every rank updating at once (memory bandwidth and cores
-    already shared), so the optimizer step does not go through the core pool again."""
+    already shared), so the optimizer step does not go through the core pool again.
+    ``trace``: record the timeline (off: faster, an empty trace)."""
     _check(0, stage, cluster.world_size)
     return run_spmd(cluster, zero_step, list(units), stage, itemsize,
-                    {"cores": cores, "update_measured_together": update_measured_together})
+                    {"cores": cores, "update_measured_together": update_measured_together,
+                     "optimizer": optimizer}, trace=trace)

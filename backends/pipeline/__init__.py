@@ -8,7 +8,9 @@
 * :mod:`~backends.pipeline.runtime` — the synchronous runtime (GPipe, 1F1B, interleaved);
 * :mod:`~backends.pipeline.pipedream` — asynchronous 1F1B with weight stashing;
 * :mod:`~backends.pipeline.profiler` — per-layer times and sizes for the planner;
-* :mod:`~backends.pipeline.builtin` — the same split run by ``torch.distributed.pipelining``.
+* :mod:`~backends.pipeline.builtin` — the same split run by ``torch.distributed.pipelining``;
+* :mod:`~backends.pipeline.measure` — rank programs that time the runtime, the built-in and each
+  stage; :mod:`~backends.pipeline.pipedream_measure` — the one that runs PipeDream.
 
 The schedules themselves are pure functions shared with the simulated twin
 (:mod:`simulator.pipeline.schedules`).

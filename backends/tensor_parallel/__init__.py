@@ -49,7 +49,17 @@ Where each concept lives (one per module, as picotron):
 * :mod:`~backends.tensor_parallel.training` — :func:`finish_gradients`, :func:`train_step`,
   :func:`lm_batch`, :func:`batch_shard`.
 
-Units: sizes in elements; nothing here is timed (``benchmarks/tensor_parallel_accuracy.py``).
+and what the lab runs to time them (imported by module; nothing in them imports the lab):
+
+* :mod:`~backends.tensor_parallel.point` — :class:`GridPoint`, a ``t × p × d`` point and the
+  ops of its profile;
+* :mod:`~backends.tensor_parallel.profile` — one rank's step with every collective a local
+  stand-in: seconds of compute between collectives;
+* :mod:`~backends.tensor_parallel.measure` — the timed real step (``measure_rank``), the
+  probes, our MLP against DTensor's parallel styles (``mlp_speed_rank``) and the waiting
+  primitive (``ring_steps``).
+
+Units: sizes in elements, times in seconds.
 """
 
 from backends.tensor_parallel.communication import ProfileGroup

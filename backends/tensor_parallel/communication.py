@@ -3,7 +3,8 @@
 Each helper does nothing with one rank, calls ``torch.distributed`` on a real group, and on a
 :class:`ProfileGroup` (one process standing in for the group) makes a local tensor of the right
 shape and logs the collective, so a rank's compute can be timed without its peers
-(:mod:`lab.tensor_parallel`). The reduce-scatter is the lab's ring
+(:mod:`lab.tensor_parallel`); on a :class:`TracedGroup` it runs on the group inside a span of a
+:class:`~backends.trace.Tracer` (a step's timeline). The reduce-scatter is the lab's ring
 (:mod:`backends.collectives.reduce_scatter`).
 
 Units: sizes in elements; logged sizes in bytes, times in seconds (``time.perf_counter``).
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import torch
@@ -20,6 +22,7 @@ import torch.distributed as dist
 
 from backends.collectives.reduce_scatter import ring_reduce_scatter
 from backends.tensor_parallel.groups import Group
+from backends.trace import Tracer
 
 
 class ProfileGroup:
@@ -48,15 +51,36 @@ class ProfileGroup:
         return now
 
 
+class TracedGroup:
+    """A real group whose every collective is a span of ``tracer`` (kind ``allreduce``,
+    ``allgather`` or ``reducescatter``, named ``KIND NAME``, bytes moved in): hand it to a
+    model instead of the group to record a step's timeline. Untraced code passes the group
+    itself, so tracing costs nothing when off."""
+
+    def __init__(self, group: Group, tracer: Tracer, name: str = "tensor") -> None:
+        self.group, self.tracer, self.name = group, tracer, name
+
+
+def _traced(group: Group, kind: str, nbytes: int) -> tuple[Group, AbstractContextManager[None]]:
+    """The group to call ``torch.distributed`` on, and the span to call it in."""
+    if isinstance(group, TracedGroup):
+        return group.group, group.tracer.span(kind, f"{kind} {group.name}", nbytes)
+    return group, nullcontext()
+
+
 def _size(group: Group) -> int:
     if isinstance(group, ProfileGroup):
         return group.size
+    if isinstance(group, TracedGroup):
+        return _size(group.group)
     return int(dist.get_world_size(group))
 
 
 def _rank(group: Group) -> int:
     if isinstance(group, ProfileGroup):
         return group.rank
+    if isinstance(group, TracedGroup):
+        return _rank(group.group)
     return int(dist.get_rank(group))
 
 
@@ -69,7 +93,9 @@ def _all_reduce_(x: torch.Tensor, group: Group, op: Any = None) -> None:
         group.log.append(("all_reduce", group.name, x.numel() * x.element_size(), start,
                           time.perf_counter()))
         return
-    dist.all_reduce(x, op=op or dist.ReduceOp.SUM, group=group)
+    group, traced = _traced(group, "allreduce", x.numel() * x.element_size())
+    with traced:
+        dist.all_reduce(x, op=op or dist.ReduceOp.SUM, group=group)
 
 
 def _all_reduce(x: torch.Tensor, group: Group) -> torch.Tensor:
@@ -92,7 +118,9 @@ def _all_gather(x: torch.Tensor, dim: int, group: Group) -> torch.Tensor:
                           time.perf_counter()))
         return out
     parts = [torch.empty_like(x) for _ in range(t)]
-    dist.all_gather(parts, x.contiguous(), group=group)
+    group, traced = _traced(group, "allgather", t * x.numel() * x.element_size())
+    with traced:
+        dist.all_gather(parts, x.contiguous(), group=group)
     return torch.cat(parts, dim=dim)
 
 
@@ -122,5 +150,7 @@ def _reduce_scatter(x: torch.Tensor, group: Group) -> torch.Tensor:
         group.log.append(("reduce_scatter", group.name, x.numel() * x.element_size(), start,
                           time.perf_counter()))
         return out
-    ring_reduce_scatter(out.view(-1), x.view(-1), group=group)
+    group, traced = _traced(group, "reducescatter", x.numel() * x.element_size())
+    with traced:
+        ring_reduce_scatter(out.view(-1), x.view(-1), group=group)
     return out

@@ -10,6 +10,7 @@ from torch import nn
 from backends.tensor_parallel.communication import _all_reduce_, _size
 from backends.tensor_parallel.groups import Group
 from backends.tensor_parallel.model import GPTConfig, ParallelGPT
+from backends.trace import Tracer, span
 
 
 def finish_gradients(model: nn.Module, tensor_group: Group = None,
@@ -54,12 +55,19 @@ def lm_batch(c: GPTConfig, batch: int, seed: int = 0) -> tuple[torch.Tensor, tor
 
 
 def train_step(model: ParallelGPT, optimizer: torch.optim.Optimizer, tokens: torch.Tensor,
-               targets: torch.Tensor, data_group: Group | None = None) -> float:
+               targets: torch.Tensor, data_group: Group | None = None,
+               tracer: Tracer | None = None) -> float:
     """One iteration on this replica's batch: forward, loss, backward, gradient finishing,
-    optimizer step; returns the loss (nats)."""
+    optimizer step; returns the loss (nats). ``tracer``: a span per phase (``compute``
+    forward and backward — the tensor group's collectives inside them —, ``allreduce``
+    gradients, ``compute`` optimizer); ``None``: untraced."""
     optimizer.zero_grad(set_to_none=True)
-    loss = model.loss(tokens, targets)
-    loss.backward()  # type: ignore[no-untyped-call]
-    finish_gradients(model, model.group, data_group)
-    optimizer.step()
+    with span(tracer, "compute", "forward"):
+        loss = model.loss(tokens, targets)
+    with span(tracer, "compute", "backward"):
+        loss.backward()  # type: ignore[no-untyped-call]
+    with span(tracer, "allreduce", "gradients"):
+        finish_gradients(model, model.group, data_group)
+    with span(tracer, "compute", "optimizer"):
+        optimizer.step()
     return float(loss.detach())

@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any
 
+from backends import ddp_measure
 from lab.ddp.profiling import build_mlp
 from simulator.core.engine import Trace
 
@@ -52,34 +52,8 @@ def plot_step(traces: Sequence[tuple[str, Trace]], path: str | None = None) -> A
 
 
 def train_uneven(batches_per_rank: Sequence[int], use_join: bool) -> dict[str, Any]:
-    """Rank function: train our DDP on ``batches_per_rank[rank]`` batches, with or without
-    :class:`backends.ddp_join.Join`; returns the steps taken, the time and the parameters'
-    checksum (equal on every rank when training ended well)."""
-    import torch
-    import torch.distributed as dist
-
-    from backends.ddp import DistributedDataParallel
-    from backends.ddp_join import Join
-
-    model = DistributedDataParallel(build_mlp((32, 64, 8)), bucket_cap_mb=0.01)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    rank = dist.get_rank()
-    start, steps = time.perf_counter(), 0
-
-    def loop() -> None:
-        nonlocal steps
-        for _ in range(batches_per_rank[rank]):
-            opt.zero_grad()
-            model(torch.randn(16, 32)).square().mean().backward()
-            opt.step()
-            steps += 1
-
-    if use_join:
-        with Join([model]):
-            loop()
-    else:
-        loop()
-        dist.barrier()  # the others are still in a backward's all-reduce: this never matches
-    checksum = float(sum(p.double().sum() for p in model.parameters()))
-    return {"rank": rank, "steps": steps, "seconds": time.perf_counter() - start,
-            "checksum": checksum}
+    """Rank function: train our DDP of the lab's MLP on ``batches_per_rank[rank]`` batches,
+    with or without :class:`backends.ddp_join.Join` (:func:`backends.ddp_measure.train_uneven`);
+    returns the steps taken, the time (s) and the parameters' checksum (equal on every rank when
+    training ended well)."""
+    return ddp_measure.train_uneven(build_mlp, batches_per_rank, use_join)

@@ -31,25 +31,35 @@
 
 Nothing here is fitted to the measured steps.
 
-Where each concept lives:
+Where each concept lives (the rank code in :mod:`backends.tensor_parallel`, glue here):
 
-* :mod:`~lab.tensor_parallel.point` — :class:`GridPoint`, the ops of a profile (:data:`Op`);
-* :mod:`~lab.tensor_parallel.profile` — :class:`Conditions`, :class:`Sampler`,
+* :mod:`backends.tensor_parallel.point` — :class:`GridPoint`, the ops of a profile (:data:`Op`);
+* :mod:`backends.tensor_parallel.profile` — :class:`Conditions`, :class:`Sampler`,
   :func:`profile_ops`, :func:`profile_stages`;
+* :mod:`backends.tensor_parallel.measure` — the rank functions of the real side
+  (:func:`measure_rank`, :func:`profile_together_rank`, :func:`mlp_speed_rank`,
+  :func:`probe_rank`) and the waiting primitive (:func:`ring_steps`, :func:`wait_step`);
 * :mod:`~lab.tensor_parallel.predict` — :func:`predict`, :func:`compute_seconds`;
-* :mod:`~lab.tensor_parallel.waiting` — the waiting primitive (:func:`ring_steps`,
-  :func:`wait_step`) and :func:`waiting_cluster`;
-* :mod:`~lab.tensor_parallel.measure` — the rank functions of the real side
-  (:func:`measure_rank`, :func:`profile_together_rank`, :func:`mlp_speed_rank`);
-* :mod:`~lab.tensor_parallel.probe` — collectives alone and between computations
-  (:func:`probe_ops`, :func:`probe_rank`).
+* :mod:`~lab.tensor_parallel.waiting` — :func:`waiting_cluster`, :func:`waiting_view`;
+* :mod:`~lab.tensor_parallel.probe` — the probe's ops (:func:`probe_ops`);
+* :mod:`~lab.tensor_parallel.mlp_speed` — our MLP against DTensor's, timed
+  (:func:`~lab.tensor_parallel.mlp_speed.mlp_speed`).
 """
 
-from lab.tensor_parallel.measure import measure_rank, mlp_speed_rank, profile_together_rank
-from lab.tensor_parallel.point import GridPoint, Op, point_fields
-from lab.tensor_parallel.predict import compute_seconds, predict
-from lab.tensor_parallel.probe import probe_ops, probe_rank
-from lab.tensor_parallel.profile import (
+from backends.tensor_parallel.measure import (
+    FRAGMENT_MATMULS,
+    WAIT_BYTES,
+    WAIT_COUNT,
+    fragments,
+    measure_rank,
+    mlp_speed_rank,
+    probe_rank,
+    profile_together_rank,
+    ring_steps,
+    wait_step,
+)
+from backends.tensor_parallel.point import GridPoint, Op, point_fields
+from backends.tensor_parallel.profile import (
     Conditions,
     Sampler,
     StageProfile,
@@ -57,16 +67,9 @@ from lab.tensor_parallel.profile import (
     profile_stages,
     sampler,
 )
-from lab.tensor_parallel.waiting import (
-    FRAGMENT_MATMULS,
-    WAIT_BYTES,
-    WAIT_COUNT,
-    fragments,
-    ring_steps,
-    wait_step,
-    waiting_cluster,
-    waiting_view,
-)
+from lab.tensor_parallel.predict import compute_seconds, predict
+from lab.tensor_parallel.probe import probe_ops
+from lab.tensor_parallel.waiting import waiting_cluster, waiting_view
 
 __all__ = [
     "FRAGMENT_MATMULS", "WAIT_BYTES", "WAIT_COUNT", "Conditions", "GridPoint", "Op", "Sampler",

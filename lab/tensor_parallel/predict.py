@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from backends import tensor_parallel as tp
-from lab.tensor_parallel.point import GridPoint, Op, _compute
-from lab.tensor_parallel.profile import StageProfile
+from backends.tensor_parallel.point import GridPoint, Op, _compute
+from backends.tensor_parallel.profile import StageProfile
 from simulator.collectives.reduce_scatter import ring_reduce_scatter
 from simulator.core.comm import SimComm, SimGen, run_spmd
 from simulator.core.cores import CorePool
@@ -59,13 +59,13 @@ def _pool(comm: SimComm, shared: dict[str, Any]) -> CorePool | None:
     return pool
 
 
-def _rank_program(comm: SimComm, ops: Sequence[Op], point: GridPoint,
+def rank_program(comm: SimComm, ops: Sequence[Op], point: GridPoint,
                   shared: dict[str, Any]) -> SimGen:
     """Replay ``ops`` on this rank: compute on the shared cores, collectives on the groups."""
     yield from _replay(comm, ops, _groups(comm, point), _pool(comm, shared))
 
 
-def _pipeline_rank_program(comm: SimComm, stages: Sequence[StageProfile], point: GridPoint,
+def pipeline_rank_program(comm: SimComm, stages: Sequence[StageProfile], point: GridPoint,
                            shared: dict[str, Any]) -> SimGen:
     """This rank's stage of a ``t × p × d`` step, as :class:`backends.pipeline.runtime.Pipeline`
     runs it: every receive posted up front, the 1F1B actions
@@ -113,7 +113,7 @@ def predict(point: GridPoint, ops: Sequence[Op] | Sequence[StageProfile], cluste
     ``ops`` from :func:`profile_ops` (``p = 1``) or :func:`profile_stages`."""
     if cluster.world_size != point.world:
         raise ValueError(f"the cluster has {cluster.world_size} ranks, the grid {point.world}")
-    program = _pipeline_rank_program if point.p > 1 else _rank_program
+    program = pipeline_rank_program if point.p > 1 else rank_program
     return run_spmd(cluster, program, ops, point, {"cores": cores}, trace=False).makespan_s
 
 

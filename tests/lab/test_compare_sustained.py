@@ -105,7 +105,7 @@ def test_the_simulated_all_gathers_copy_their_input_first_as_the_real_ones_do():
 
 
 def test_a_sustained_repeat_is_sized_by_the_fastest_single_call():
-    from lab.sustained import MAX_CALLS, sustained_calls
+    from backends.sustained import MAX_CALLS, sustained_calls
 
     # one probe waited a 4 ms tick: sized by the median it would hold 5 calls, not 80
     assert sustained_calls(0.02, [0.25e-3, 4.3e-3, 0.3e-3, 4.2e-3, 4.4e-3]) == 80

@@ -75,6 +75,11 @@ def test_compare_runs_each_strategy_twin_at_world_2_in_both_tiers(name, calibrat
         assert r["rel_error"] == pytest.approx(r["rel_error_host"])
         if twin.memory:  # ZeRO: the model states a rank holds, predicted and counted
             assert r["predicted_model_state_bytes"] == r["measured_model_state_bytes"] > 0
+            # and its peak over a step (how close: tests/lab/test_zero_twin.py)
+            assert r["predicted_peak_bytes"] > r["predicted_model_state_bytes"]
+            assert r["measured_peak_bytes"] > r["measured_model_state_bytes"]
+            assert r["rel_error_peak"] == pytest.approx(
+                (r["predicted_peak_bytes"] - r["measured_peak_bytes"]) / r["measured_peak_bytes"])
     assert {p.name for p in out.iterdir()} == {f"{name}.csv", f"{name}.json"}
 
 

@@ -12,6 +12,7 @@ from simulator.core.network import Link, Topology
 from simulator.zero import (
     UnitCost,
     communication_bytes,
+    held_bytes,
     max_parameters,
     model_state_bytes,
     shard_elements,
@@ -148,3 +149,48 @@ def test_an_update_measured_together_does_not_share_the_cores_again():
                                   update_measured_together=True).makespan_s
     assert pooled == pytest.approx(2e-2, rel=1e-6)  # two ranks' updates on one core
     assert together == pytest.approx(1e-2, rel=1e-6)  # already measured side by side
+
+
+# ---- the peak memory of one step -----------------------------------------------------------
+
+def _free_cluster(p):
+    device = Device("d", 1e12, 1e12, 80 * GB)
+    return Cluster.homogeneous("x", device, Topology.fully_connected(p, Link(0.0, 1e15)))
+
+
+@pytest.mark.parametrize("p", [1, 2, 4])
+@pytest.mark.parametrize("stage", [0, 1, 2, 3])
+def test_held_bytes_are_the_textbook_model_states_plus_the_stages_gradient_buffer(p, stage):
+    units = [UnitCost(400, 0, 0, 0), UnitCost(1200, 0, 0, 0)]  # both divide by p
+    states = model_state_bytes(1600, stage, p, "fp32", "adam").total  # (4 + 4 + 8)Ψ, sharded
+    assert held_bytes(units, stage, p) == states + (4 * 1200 if stage >= 2 else 0)
+
+
+@pytest.mark.parametrize("stage", [0, 1, 2, 3])
+def test_without_activations_the_peak_is_the_held_states_and_the_larger_transient(stage):
+    p, units = 2, [UnitCost(1000, 1e-3, 2e-3, 4e-4), UnitCost(4098, 3e-3, 5e-3, 1e-3)]
+    peak = max(simulate_zero_step(_free_cluster(p), units, stage).peak_memory_bytes)
+    big = 4 * 4098
+    adam = 2 * (big if stage == 0 else big // p)  # Adam's √v and ÷ of the largest tensor
+    backward = big + (big if stage == 3 else 0)  # fresh gradients (+ the gathered unit)
+    assert peak == held_bytes(units, stage, p) + max(adam, backward)
+
+
+def test_activations_count_until_their_backward_and_every_rank_peaks_alike():
+    p = 2
+    units = [UnitCost(10, 0, 0, 0, output_bytes=1000), UnitCost(10, 0, 0, 0, output_bytes=300)]
+    peaks = simulate_zero_step(_free_cluster(p), units, 1).peak_memory_bytes
+    # backward of the last unit: both activations, the loss's gradient, the gradient of its
+    # input and its fresh parameter gradients
+    assert peaks == [held_bytes(units, 1, p) + 1000 + 300 + 300 + 1000 + 40] * p
+
+
+@pytest.mark.parametrize("p", [2, 4])
+def test_no_stage_peaks_above_the_one_before(p):
+    units = [UnitCost(262_656, 0, 0, 0, 65_536), UnitCost(262_656, 0, 0, 0, 65_536)]
+    peaks = [max(simulate_zero_step(_free_cluster(p), units, s).peak_memory_bytes)
+             for s in (0, 1, 2, 3)]
+    # not always lower: with two units on two ranks, stage 2's gradient buffer (one unit)
+    # and stage 3's gathered unit cost what their sharding saves
+    assert peaks == sorted(peaks, reverse=True) and peaks[1] < peaks[0]
+    assert (peaks[3] < peaks[1]) is (p > 2)

@@ -1,8 +1,8 @@
-"""Profiling a rank's step on ONE process: every collective replaced by a local stand-in
-(:class:`backends.tensor_parallel.ProfileGroup`), the seconds of compute between consecutive
-collectives recorded with each collective's kind, group and bytes — a t × d step
-(:func:`profile_ops`) or each pipeline stage's pieces (:func:`profile_stages`), each piece
-timed as :class:`Conditions` says."""
+"""Profiling a rank's step on ONE process — a primitive of the lab's Megatron prediction: every
+collective replaced by a local stand-in (:class:`backends.tensor_parallel.ProfileGroup`), the
+seconds of compute between consecutive collectives recorded with each collective's kind, group
+and bytes — a t × d step (:func:`profile_ops`) or each pipeline stage's pieces
+(:func:`profile_stages`), each piece timed as :class:`Conditions` says."""
 
 from __future__ import annotations
 
@@ -14,19 +14,19 @@ from typing import Any
 import torch
 
 from backends import tensor_parallel as tp
-from lab.tensor_parallel.point import GridPoint, Op, _batch, _compute, _model
+from backends.tensor_parallel.point import GridPoint, Op, _batch, _compute, _model
 
 
 @dataclass(frozen=True)
 class Conditions:
     """How a profile times each piece of compute between collectives.
 
-    * ``wait``: a blocking wait (:func:`wait_step`) run before each timed run and inside
-      every stand-in collective, so each piece is timed right after the thread slept, as in
-      a real step (``None``: back to back, a warm loop);
+    * ``wait``: a blocking wait (:func:`~backends.tensor_parallel.measure.wait_step`) run
+      before each timed run and inside every stand-in collective, so each piece is timed
+      right after the thread slept, as in a real step (``None``: back to back, a warm loop);
     * ``slowest``: given one run's pieces (s), each piece's largest time over the copies
-      profiling at once (:func:`profile_together_rank`) — a collective waits for the slowest
-      rank's piece, not a typical one;
+      profiling at once (:func:`~backends.tensor_parallel.measure.profile_together_rank`) —
+      a collective waits for the slowest rank's piece, not a typical one;
     * ``statistic``: ``median`` or ``mean`` over the repeats (a chain of pieces costs the
       sum of their means).
     """
@@ -77,8 +77,9 @@ def _summary(runs: list[list[Op]], statistic: str) -> list[Op]:
 
 class Sampler:
     """Times a point's profile one sample at a time (every piece once per :meth:`sample`),
-    so its samples can be interleaved with other measurements (:func:`measure_rank`);
-    :meth:`result` summarizes them (:func:`profile_ops`, :func:`profile_stages`)."""
+    so its samples can be interleaved with other measurements
+    (:func:`~backends.tensor_parallel.measure.measure_rank`); :meth:`result` summarizes them
+    (:func:`profile_ops`, :func:`profile_stages`)."""
 
     def __init__(self, log: list[tuple[Any, ...]], pieces: list[tuple[Any, Any]],
                  assemble: Any, conditions: Conditions) -> None:

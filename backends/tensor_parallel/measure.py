@@ -1,19 +1,110 @@
-"""The real side: rank functions (spawned on processes) that time the small GPT's real step
-(:func:`measure_rank`), profile it with every copy at once (:func:`profile_together_rank`), and
-time our :class:`~backends.tensor_parallel.ParallelMLP` against PyTorch's
-(:func:`mlp_speed_rank`)."""
+"""The rank programs of the Megatron twin's measurements (book chapter 12), spawned one per
+process by :mod:`lab.tensor_parallel` (``backends.launch.spawn``):
+
+* :func:`measure_rank` — the real step of the small GPT on a ``t × p × d`` grid
+  (:class:`~backends.tensor_parallel.ParallelGPT`, :class:`~backends.megatron.GridGPT`),
+  barrier-aligned repeats, the slowest rank's seconds per step; in the same rounds the
+  waiting primitive and, optionally, each point's compute profile
+  (:mod:`backends.tensor_parallel.profile`);
+* :func:`profile_together_rank` — the compute profiles alone, every copy at once;
+* the **waiting primitive** (:func:`ring_steps`, :func:`wait_step`, :func:`fragments`): what
+  one blocking wait for a tiny message costs inside a chain of computation on this host, s;
+* :func:`mlp_speed_rank` — our :class:`~backends.tensor_parallel.ParallelMLP` against
+  PyTorch's DTensor parallel styles (``ColwiseParallel``/``RowwiseParallel`` on a
+  ``DeviceMesh``), forward + backward seconds side by side;
+* :func:`probe_rank` — all-reduces alone, back to back and between computations, s.
+
+Times are seconds, sizes bytes.
+"""
 
 from __future__ import annotations
 
 import statistics
+import time
 from typing import Any
 
 import torch
+import torch.distributed as dist
 
 from backends import tensor_parallel as tp
-from lab.tensor_parallel.point import GridPoint, _batch, _model
-from lab.tensor_parallel.profile import Conditions, Sampler, profile_ops, profile_stages, sampler
-from lab.tensor_parallel.waiting import WAIT_COUNT, fragments, ring_steps, wait_step
+from backends.measure import measure_many
+from backends.tensor_parallel.point import GridPoint, _batch, _model
+from backends.tensor_parallel.profile import (
+    Conditions,
+    Sampler,
+    profile_ops,
+    profile_stages,
+    sampler,
+)
+
+WAIT_BYTES = 4096
+"""Size of the messages of the waiting primitive (:func:`ring_steps`): half of an 8 KB
+all-reduce, what one step of a 2-rank gloo ring moves."""
+WAIT_COUNT = 16
+"""Ring steps per timed call of the waiting primitive."""
+FRAGMENT_MATMULS = 10
+"""The compute between two ring steps of the primitive: this many 64 × 64 float32 matrix
+products (~70 µs here, the size of the gaps between the small GPT's collectives)."""
+
+
+def _fragment() -> Any:
+    a = torch.randn(64, 64, generator=torch.Generator().manual_seed(0))
+
+    def run() -> None:
+        for _ in range(FRAGMENT_MATMULS):
+            a @ a
+
+    return run
+
+
+def ring_steps(nbytes: int = WAIT_BYTES, count: int = WAIT_COUNT, group: Any = None,
+               compute: bool = True) -> Any:
+    """The waiting primitive: a function that runs ``count`` ring steps — every rank sends
+    ``nbytes`` to its left neighbour without waiting and blocks until as many arrive from its
+    right (one step of gloo's ring, :func:`simulator.ddp.gloo_ring_all_reduce`) — each
+    followed by a fragment of compute (:data:`FRAGMENT_MATMULS`) when ``compute``; the sends
+    are waited for at the end. :func:`fragments` is the same compute without the steps.
+
+    Timed with every rank at once, ``(steps − fragments) / count`` (means) is what one
+    blocking wait for a tiny message costs *inside a chain of computation* on this host
+    (see :func:`waiting_cluster`)."""
+    world = dist.get_world_size(group)
+    rank = dist.get_rank(group)
+    ranks = [dist.get_global_rank(group, r) for r in range(world)] if group is not None \
+        else list(range(world))
+    left, right = ranks[(rank - 1) % world], ranks[(rank + 1) % world]
+    out = torch.zeros(nbytes // 4)
+    into = [torch.zeros(nbytes // 4) for _ in range(count)]
+    fragment = _fragment()
+
+    def run() -> None:
+        sends = []
+        for i in range(count):
+            if world > 1:
+                recv = dist.irecv(into[i], right, group=group, tag=i)
+                sends.append(dist.isend(out, left, group=group, tag=i))
+                assert recv is not None
+                recv.wait()
+            if compute:
+                fragment()
+        for send in sends:
+            assert send is not None
+            send.wait()
+
+    return run
+
+
+def wait_step(nbytes: int = WAIT_BYTES, group: Any = None) -> Any:
+    """One blocking ring step of ``nbytes`` on ``group`` with no compute (:func:`ring_steps`
+    with ``count = 1``): the wait a profile puts before each piece of compute it times
+    (:func:`profile_together_rank`); every process of the group must call it alike."""
+    return ring_steps(nbytes, 1, group, compute=False)
+
+
+def fragments(count: int = WAIT_COUNT) -> Any:
+    """``count`` compute fragments of :func:`ring_steps`, no messages."""
+    fragment = _fragment()
+    return lambda: [fragment() for _ in range(count)]
 
 
 def profile_together_rank(points: list[dict[str, Any]], repeats: int,
@@ -34,8 +125,6 @@ def profile_together_rank(points: list[dict[str, Any]], repeats: int,
     after the core idled; a matrix-product loop is not slowed — see the note of issue 9).
     ``slowest``: each piece's time is the largest over the copies (:class:`Conditions`);
     ``statistic``: ``median`` or ``mean`` over the repeats."""
-    import torch.distributed as dist
-
     torch.set_num_threads(1)
     together = dist.get_world_size() > 1
     conditions = Conditions(wait_step() if after_wait and together else None,
@@ -66,10 +155,6 @@ def measure_rank(points: list[dict[str, Any]], repeats: int, per_sample: int = 1
     :func:`profile_together_rank`, taken under the same conditions of the host as the steps
     it predicts (on this VM they drift from minute to minute). Under ``"profiles"``: one
     entry per point (:func:`profile_ops` / :func:`profile_stages` results)."""
-    import torch.distributed as dist
-
-    from backends.measure import measure_many
-
     torch.set_num_threads(1)
     samplers: list[Sampler] = []
     profiling: list[Any] = []
@@ -92,7 +177,7 @@ def measure_rank(points: list[dict[str, Any]], repeats: int, per_sample: int = 1
             continue
         groups = tp.init_groups(point.t)
         model, opt = _model(point, groups["tensor"])
-        dp_rank = torch.distributed.get_rank(groups["data"])
+        dp_rank = dist.get_rank(groups["data"])
         tokens, targets = _batch(point, dp_rank)
 
         def step(model: tp.ParallelGPT = model, opt: torch.optim.Optimizer = opt,
@@ -121,8 +206,6 @@ def _idle() -> None:
 
 def _slowest_over(group: Any) -> Any:
     """:attr:`Conditions.slowest` over the processes of ``group``."""
-    import torch.distributed as dist
-
     def slowest(pieces: list[float]) -> list[float]:
         t = torch.tensor(pieces, dtype=torch.float64)
         dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
@@ -155,10 +238,8 @@ def mlp_speed_rank(hidden: int, tokens: int, repeats: int) -> dict[str, Any]:
         parallelize_module,
     )
 
-    from backends.measure import measure_many
-
     torch.set_num_threads(1)
-    t = torch.distributed.get_world_size()
+    t = dist.get_world_size()
     torch.manual_seed(0)
     mlp = nn.Sequential()
     mlp.fc1 = nn.Linear(hidden, 4 * hidden)
@@ -177,3 +258,30 @@ def mlp_speed_rank(hidden: int, tokens: int, repeats: int) -> dict[str, Any]:
                                     warmup=3)
     return {"hidden": hidden, "tokens": tokens, "t": t, "ours": ours_t.as_dict(),
             "dtensor": theirs_t.as_dict(), "ratio": ours_t.median_s / theirs_t.median_s}
+
+
+def probe_rank(nbytes: int, compute_s: float, count: int, repeats: int) -> dict[str, float]:
+    """Rank function: median time of one all-reduce of ``nbytes`` alone (right after a
+    barrier), of ``count`` of them back to back, and of ``count`` × (a busy loop of
+    ``compute_s``, then the all-reduce) — :func:`lab.tensor_parallel.probe_ops` run for
+    real, s."""
+    torch.set_num_threads(1)
+    x = torch.zeros(nbytes // 4)
+
+    def alone() -> None:
+        dist.all_reduce(x)
+
+    def interleaved() -> None:
+        for _ in range(count):
+            end = time.perf_counter() + compute_s
+            while time.perf_counter() < end:
+                pass
+            dist.all_reduce(x)
+
+    def back_to_back() -> None:
+        for _ in range(count):
+            dist.all_reduce(x)
+
+    a, b, c = measure_many([alone, back_to_back, interleaved], repeats=repeats, warmup=3,
+                           inner=1)
+    return {"alone_s": a.median_s, "back_to_back_s": b.median_s, "interleaved_s": c.median_s}

@@ -1,5 +1,7 @@
 """A grid point of the small GPT (:class:`GridPoint`: ``t × p × d`` ranks, sequence
-parallelism, batch, model sizes) and the ops a profile records for it (:data:`Op`)."""
+parallelism, batch, model sizes) and the ops a profile records for it (:data:`Op`): what the
+rank programs of :mod:`backends.tensor_parallel.measure` run and the lab's prediction
+replays."""
 
 from __future__ import annotations
 
