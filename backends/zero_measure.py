@@ -26,9 +26,13 @@ input batch and the process group's own memory are allocated before the step and
 from __future__ import annotations
 
 import copy
+import os
 import statistics
+import sys
 import time
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -64,6 +68,21 @@ def adam_together(numel: int, repeats: int) -> float:
     return statistics.median(slowest_rank_times(opt.step, repeats))
 
 
+@contextmanager
+def _native_stderr_to_null() -> Iterator[None]:
+    """File descriptor 2 pointed at ``/dev/null`` for the ``with`` block: the profiler's C++
+    side logs its every start and stop there, which would bury the lab's own progress lines."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def step_peak_bytes(zero: Zero, step: Callable[[], Any]) -> int:
     """The most bytes this rank holds during one ``step()`` of ``zero``: what it keeps
     (:meth:`Zero.held_bytes`, live storages) plus the highest running sum of the CPU
@@ -71,7 +90,8 @@ def step_peak_bytes(zero: Zero, step: Callable[[], Any]) -> int:
     docstring). Run it on a step in steady state (after the first, which allocates the
     optimizer state)."""
     held = zero.held_bytes()
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    with _native_stderr_to_null(), profile(activities=[ProfilerActivity.CPU],
+                                           profile_memory=True) as prof:
         step()
     assert prof.profiler is not None and prof.profiler.kineto_results is not None
     events = sorted((e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"),
@@ -148,6 +168,10 @@ def traced_step(stage: int, model: nn.Module, features: tuple[int, int], batch: 
     zero.optimizer.register_step_post_hook(end("optimizer step"))
     dist.barrier()
     tracer.enabled = True
-    _train_step(zero, x, y)
+    # The first unit's input needs no gradient, so PyTorch warns that its backward hook fires
+    # once its output's gradient is in: the end of its backward, as the span wants.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Full backward hook", UserWarning)
+        _train_step(zero, x, y)
     tracer.enabled = False
     return tracer.gather().to_records()

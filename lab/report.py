@@ -114,6 +114,7 @@ def build_report(out: Path, quick: bool = False, calibration: str | Path | None 
         sections: list[Section] = []
         for twin, worlds, sizes in work.collectives:
             sections.append(_collective(twin, worlds, sizes, repeats, cal, models, tmp, log))
+        drawn: dict[str, str] = {}  # chapter → the twin whose timelines a quick report drew
         for strategy, worlds, points in work.strategies:
             log(f"{strategy.name}: comparing at worlds {list(worlds)}, "
                 f"{strategy.parameter} {list(points)} ...")
@@ -121,10 +122,15 @@ def build_report(out: Path, quick: bool = False, calibration: str | Path | None 
             write_csv([flat_row(r) for r in rows], tmp / f"{strategy.name}.csv")
             write_json({"records": rows}, tmp / f"{strategy.name}.json")
             plot_strategy(rows, strategy.parameter, tmp / f"{strategy.name}.png")
+            timelines: dict[str, Any]
+            if quick and strategy.chapter in drawn:
+                timelines = {"timeline_note": "A quick report draws one twin's timelines per "
+                                              f"chapter: see {drawn[strategy.chapter]}'s."}
+            else:
+                timelines = strategy_timeline(strategy, worlds, points, cal, models, tmp, log)
+                drawn.setdefault(strategy.chapter, strategy.name)
             sections.append(Section(strategy.name, strategy.chapter, strategy.summary, rows,
-                                    strategy.parameter,
-                                    **strategy_timeline(strategy, worlds, points, cal, models,
-                                                         tmp, log)))
+                                    strategy.parameter, **timelines))
         lines = ["# distml-lab report", "",
                  "Prediction (simulated twin on this machine's calibration) beside measurement "
                  "(real twin on real processes). Error = (predicted − measured) / measured. "

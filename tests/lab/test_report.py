@@ -40,6 +40,11 @@ def test_quick_report_has_every_chosen_twins_table_plot_and_traces(tmp_path):
         rows = json.loads((index.parent / f"{name}.json").read_text())["records"]
         assert rows and all(r["predicted_textbook_s"] > 0 and r["predicted_host_s"] > 0
                             and "hidden" in r["point"] for r in rows)
+    for drawn in ("zero.1.timeline.png", "zero.1.predicted.trace.json",
+                  "zero.1.measured.trace.json"):  # one step's timelines, linked
+        assert drawn in files and f"({drawn})" in text
+    assert not [f for f in files if f.startswith(("zero.2.", "zero.3.")) and "trace" in f]
+    assert text.count("see zero.1's") == 2  # a quick report draws one twin's per chapter
     summary = text[text.index("## Summary"):text.index("\n## ", text.index("## Summary") + 1)]
     assert "| 1-2 |" in summary and "| 14 |" in summary and "textbook median" in summary
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".report-")]

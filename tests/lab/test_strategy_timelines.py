@@ -1,5 +1,6 @@
 """Strategy twins' timelines: one step predicted (the simulator's trace) and measured (the real
-twin's spans, every rank's) at world 2, and the report links them."""
+twin's spans, every rank's) at world 2; a failure is said in the twin's section. (That the
+report links what it drew: tests/lab/test_report.py, chapter 14.)"""
 
 import pytest
 
@@ -62,13 +63,3 @@ def test_a_timeline_that_fails_is_said_in_its_section_and_the_rest_stands(tmp_pa
     lines = twin_section(Section("ddp", "5-6", "DDP", [row], "bucket_mb", **fields), ["host"])
     assert "The timelines could not be drawn (RuntimeError: no step today)." in lines
     assert not any("timeline.png" in line for line in lines)
-
-
-def test_the_report_of_a_strategy_chapter_links_its_timelines(tmp_path):
-    from lab.report import build_report
-
-    index = build_report(tmp_path / "report", quick=True, calibration=tmp_path / "cal.json",
-                         log=lambda m: None, chapters=[5])
-    text = index.read_text()
-    for name in ("ddp.timeline.png", "ddp.predicted.trace.json", "ddp.measured.trace.json"):
-        assert f"({name})" in text and (index.parent / name).is_file()
