@@ -121,7 +121,7 @@ def build_report(out: Path, quick: bool = False, calibration: str | Path | None 
             rows = run_comparison(strategy, worlds, points, max(3, repeats // 2), cal, models)
             write_csv([flat_row(r) for r in rows], tmp / f"{strategy.name}.csv")
             write_json({"records": rows}, tmp / f"{strategy.name}.json")
-            plot_strategy(rows, strategy.parameter, tmp / f"{strategy.name}.png")
+            close(plot_strategy(rows, strategy.parameter, tmp / f"{strategy.name}.png"))
             timelines: dict[str, Any]
             if quick and strategy.chapter in drawn:
                 timelines = {"timeline_note": "A quick report draws one twin's timelines per "
@@ -150,6 +150,13 @@ def build_report(out: Path, quick: bool = False, calibration: str | Path | None 
     return out / "index.md"
 
 
+def close(figure: Any) -> None:
+    """Let go of a figure once saved (pyplot keeps every open figure alive)."""
+    import matplotlib.pyplot as plt
+
+    plt.close(figure)
+
+
 def _collective(twin: Twin, worlds: Sequence[int], sizes: Sequence[int], repeats: int,
                 cal: Calibration, models: Sequence[Model], tmp: Path,
                 log: Callable[[str], None]) -> Section:
@@ -161,7 +168,7 @@ def _collective(twin: Twin, worlds: Sequence[int], sizes: Sequence[int], repeats
     rows = records_as_dicts(records)
     write_csv(rows, tmp / f"{twin.name}.csv")
     write_json({"records": rows}, tmp / f"{twin.name}.json")
-    plot_compare(records, tmp / f"{twin.name}.png")
+    close(plot_compare(records, tmp / f"{twin.name}.png"))
     world, nbytes = worlds[-1], sizes[-1]
     model = shown_tier(models)
     predicted = twin.simulate(local_cluster(world, calibration=cal, model=model), nbytes).trace
@@ -177,7 +184,7 @@ def write_timelines(name: str, predicted: Trace, measured: Trace | None, tmp: Pa
     predicted.write_chrome(tmp / f"{name}.predicted.trace.json", "predicted")
     if measured is not None:
         measured.write_chrome(tmp / f"{name}.measured.trace.json", "measured")
-    plot_timelines(predicted, measured, tmp / f"{name}.timeline.png", title)
+    close(plot_timelines(predicted, measured, tmp / f"{name}.timeline.png", title))
 
 
 def strategy_timeline(twin: StrategyTwin, worlds: Sequence[int], points: Sequence[Any],
