@@ -46,6 +46,8 @@ time per byte; ``p = 2^k`` where a power of two is needed — other ``p`` fold f
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 import torch.distributed as dist
 
@@ -224,7 +226,7 @@ def rabenseifner_all_reduce(tensor: torch.Tensor, op: ReduceOp = SUM, group: Gro
     finish(tensor, op, comm.world_size)
 
 
-def trees_all_reduce(comm: Comm, trees: list[tuple[torch.Tensor, list[int | None]]],
+def trees_all_reduce(comm: Comm, trees: list[tuple[torch.Tensor, Sequence[int | None]]],
                      op: ReduceOp) -> None:
     """Reduce each ``part`` up its tree (given by parents) to the root, then broadcast it back
     down; all trees at once, tree ``t`` on message tag ``t``."""

@@ -57,6 +57,7 @@ process per rank (see there).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -235,7 +236,7 @@ def rabenseifner_all_reduce_cost(p: int, nbytes: float, alpha_s: float, beta_s_p
     return 2 * math.log2(p) * alpha_s + 2 * share * beta_s_per_B + share * gamma_s_per_B
 
 
-def trees_all_reduce(comm: SimComm, trees: list[tuple[int, list[int | None]]]) -> SimGen:
+def trees_all_reduce(comm: SimComm, trees: list[tuple[int, Sequence[int | None]]]) -> SimGen:
     """Reduce ``nbytes`` up each tree (given by its parents) to the root, then broadcast them
     back down; all trees at once, tree ``t`` on message tag ``t``."""
     r = comm.rank

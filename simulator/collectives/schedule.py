@@ -31,6 +31,8 @@ contact the same ranks in the same order.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 
@@ -69,26 +71,41 @@ class Fold:
         return range(first, first + (2 if new_rank < self.extra else 1))
 
 
-def binary_tree(world_size: int) -> list[int | None]:
-    """Parent of every rank in NCCL's in-order binary tree rooted at 0 (``None`` at the root)."""
+@functools.lru_cache(maxsize=16)
+def binary_tree(world_size: int) -> tuple[int | None, ...]:
+    """Parent of every rank in NCCL's in-order binary tree rooted at 0 (``None`` at the root).
+
+    One tuple per world size, shared by every rank that asks (``p`` ranks each holding a list
+    of ``p`` parents would take memory growing as ``p²``)."""
     parents: list[int | None] = [None]
     for rank in range(1, world_size):
         bit = rank & -rank
         parent = (rank ^ bit) | (bit << 1)
         parents.append(parent if parent < world_size else rank ^ bit)
-    return parents
+    return tuple(parents)
 
 
-def double_binary_tree(world_size: int) -> tuple[list[int | None], list[int | None]]:
+@functools.lru_cache(maxsize=16)
+def double_binary_tree(world_size: int) -> tuple[tuple[int | None, ...], tuple[int | None, ...]]:
     """Parents in NCCL's two complementary trees: the binary tree and its mirror/shift."""
     p, first = world_size, binary_tree(world_size)
     if p % 2 == 0:  # mirror: rank r plays the role of p-1-r
         second = [None if (q := first[p - 1 - r]) is None else p - 1 - q for r in range(p)]
     else:  # shift: rank r plays the role of r-1
         second = [None if (q := first[(r - 1) % p]) is None else (q + 1) % p for r in range(p)]
-    return first, second
+    return first, tuple(second)
 
 
-def children(parents: list[int | None], rank: int) -> list[int]:
+def children(parents: Sequence[int | None], rank: int) -> list[int]:
     """The children of ``rank`` in a tree given by its parents, in rank order."""
-    return [child for child, parent in enumerate(parents) if parent == rank]
+    return list(_children(tuple(parents)).get(rank, ()))
+
+
+@functools.lru_cache(maxsize=16)
+def _children(parents: tuple[int | None, ...]) -> dict[int, tuple[int, ...]]:
+    """Every rank's children, found in one pass over the parents (not one pass per rank)."""
+    found: dict[int, list[int]] = {}
+    for child, parent in enumerate(parents):
+        if parent is not None:
+            found.setdefault(parent, []).append(child)
+    return {rank: tuple(kids) for rank, kids in found.items()}

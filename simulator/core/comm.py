@@ -37,8 +37,9 @@ another. Besides messages a rank can spend time on ``compute(flops)``, ``reduce(
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Generator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import simpy
@@ -47,70 +48,13 @@ from simulator.core.engine import Trace
 from simulator.core.hardware import Cluster
 from simulator.core.host_hooks import ClusterEffects
 from simulator.core.network import Channel, Network
+from simulator.core.world import SimDeadlock, SimWork, World, direct_messages
 
 SimGen = Generator[simpy.Event, Any, Any]
 """What a rank program (or a step of one) is: a generator of SimPy events."""
 
 _BARRIER_TAG = -1
-
-
-class SimDeadlock(RuntimeError):
-    """The simulation ran out of events while some ranks still waited."""
-
-
-class SimWork:
-    """A pending non-blocking operation, like ``torch.distributed.Work``: ``yield w.wait()``."""
-
-    def __init__(self, event: simpy.Event) -> None:
-        self._event = event
-
-    def wait(self) -> simpy.Event:
-        """The event to yield on; its value is the operation's result."""
-        return self._event
-
-    def is_completed(self) -> bool:
-        """Whether the operation has finished."""
-        return bool(self._event.triggered)
-
-
-@dataclass
-class _World:
-    """What all ranks of one simulation share."""
-
-    env: simpy.Environment
-    cluster: Cluster
-    network: Network
-    trace: Trace | None
-    host: ClusterEffects  # the cluster's host effects; the defaults (none) in the textbook tier
-    arrivals: dict[tuple[Any, ...], simpy.Event] = field(default_factory=dict)
-    ready: dict[tuple[Any, ...], simpy.Event] = field(default_factory=dict)
-    sent: dict[tuple[Any, ...], int] = field(default_factory=dict)
-    received: dict[tuple[Any, ...], int] = field(default_factory=dict)
-    memory: list[int] = field(default_factory=list)
-    posted_until: list[float] = field(default_factory=list)
-    peak_memory: list[int] = field(default_factory=list)
-    waiting: dict[int, str] = field(default_factory=dict)
-    group_ids: dict[tuple[int, ...], int] = field(default_factory=dict)
-
-    def arrival(self, key: tuple[Any, ...]) -> simpy.Event:
-        """The event of one message's arrival (made by whichever side comes first)."""
-        return self._meeting(self.arrivals, key)
-
-    def ready_notice(self, key: tuple[Any, ...]) -> simpy.Event:
-        """The event of one message's receive-ready notice reaching its sender (made by
-        whichever side comes first)."""
-        return self._meeting(self.ready, key)
-
-    def _meeting(self, events: dict[tuple[Any, ...], simpy.Event],
-                 key: tuple[Any, ...]) -> simpy.Event:
-        event = events.get(key)
-        if event is None:
-            event = events[key] = self.env.event()
-        return event
-
-    def group_id(self, ranks: tuple[int, ...]) -> int:
-        """A small number naming a group (cheap to hash in every message key)."""
-        return self.group_ids.setdefault(ranks, len(self.group_ids))
+_GC_ALLOCATIONS = 100_000  # objects allocated between two collections during a simulation
 
 
 class SimComm:
@@ -120,7 +64,7 @@ class SimComm:
     peers are named by group rank.
     """
 
-    def __init__(self, world: _World, global_rank: int,
+    def __init__(self, world: World, global_rank: int,
                  ranks: tuple[int, ...] | None = None) -> None:
         self._world = world
         self.ranks = ranks if ranks is not None else tuple(range(world.cluster.world_size))
@@ -196,8 +140,20 @@ class SimComm:
         buffered = host.buffered_sends and tag != _BARRIER_TAG
         buffer = host.send_buffer(nbytes) if buffered else None  # once per send
         returned = self.env.event() if buffer is not None else None
+        began, posted = self._post(tag)
+        if self._world.direct:
+            arrival = self._world.arrival((*key, seq))
+            start = self.now
+
+            def arrived() -> None:
+                arrival.succeed(nbytes)
+                if tag != _BARRIER_TAG:
+                    self.span("send", f"send {self.rank}->{dst}", start, nbytes)
+
+            if self._world.network.post(self.global_rank, self.ranks[dst], nbytes, arrived):
+                return SimWork(arrival)  # delivered when it has arrived
         delivery = self.env.process(self._deliver(dst, nbytes, (*key, seq), tag, returned,
-                                                  *self._post(tag), buffer_bytes=buffer or 0.0))
+                                                  began, posted, buffer_bytes=buffer or 0.0))
         if returned is not None:
             return SimWork(returned)
         if buffered:
@@ -232,7 +188,25 @@ class SimComm:
         _, posted = self._post(tag)
         if self._world.host.receiver_driven_sends and tag != _BARRIER_TAG:
             self.env.process(self._notify_ready(src, (*key, seq), posted))
-        return SimWork(self.env.process(self._await(src, nbytes, (*key, seq), tag, posted)))
+        if not self._world.direct:
+            return SimWork(self.env.process(self._await(src, nbytes, (*key, seq), tag, posted)))
+        # No process: match the message in a callback of its arrival (or now, if it is in).
+        arrival, start, full_key = self._world.arrival((*key, seq)), self.now, (*key, seq)
+
+        def matched(event: simpy.Event) -> None:
+            del self._world.arrivals[full_key]  # matched: forget it, so long runs stay fast
+            got = event.value
+            if nbytes is not None and got != nbytes:
+                raise ValueError(f"rank {self.rank} expected {nbytes} B from rank {src} "
+                                 f"(tag {tag}) but {got} B were sent")
+            if tag != _BARRIER_TAG:
+                self.span("recv", f"recv {src}->{self.rank}", start, got)
+
+        if arrival.callbacks is None:  # arrived and processed before the receive was posted
+            matched(arrival)
+        else:
+            arrival.callbacks.append(matched)
+        return SimWork(arrival)
 
     def _notify_ready(self, src: int, key: tuple[Any, ...], posted: float = 0.0) -> SimGen:
         """gloo's receive-ready notice: a small control message back to the sender; it takes
@@ -367,9 +341,10 @@ def run_spmd(cluster: Cluster, program: Program, *args: Any, trace: bool = True,
     env = simpy.Environment()
     p = cluster.world_size
     host = cluster.host or ClusterEffects()
-    world = _World(env, cluster, Network(env, cluster.topology), Trace() if trace else None,
+    world = World(env, cluster, Network(env, cluster.topology), Trace() if trace else None,
                    host, memory=[0] * p, peak_memory=[0] * p,
-                   posted_until=[0.0] * p if host.post_overhead_s else [])
+                   posted_until=[0.0] * p if host.post_overhead_s else [],
+                   direct=direct_messages(cluster))
     finish = [0.0] * p
 
     def rank_main(rank: int) -> SimGen:
@@ -381,7 +356,14 @@ def run_spmd(cluster: Cluster, program: Program, *args: Any, trace: bool = True,
         return value
 
     processes = [env.process(rank_main(r)) for r in range(p)]
-    env.run()
+    # A large simulation makes millions of short-lived events while every rank's frame stays
+    # alive; the collector's passes over those grow with the world. Fewer, larger passes.
+    thresholds = gc.get_threshold()
+    gc.set_threshold(max(thresholds[0], _GC_ALLOCATIONS), *thresholds[1:])
+    try:
+        env.run()
+    finally:
+        gc.set_threshold(*thresholds)
     stuck = [r for r, proc in enumerate(processes) if not proc.triggered]
     if stuck:
         detail = "; ".join(f"rank {r}: {world.waiting.get(r, 'waiting')}" for r in stuck)

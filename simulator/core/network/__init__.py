@@ -29,7 +29,9 @@ side used by one simulation: it moves bytes along routes and counts them per cha
 Read in this order: :mod:`~simulator.core.network.link` (α, B, contention),
 :mod:`~simulator.core.network.host_hooks` (the host tier's corrections to a link),
 :mod:`~simulator.core.network.topology` (graphs and routes),
-:mod:`~simulator.core.network.runtime` (:class:`Network`, one simulation's transfers).
+:mod:`~simulator.core.network.runtime` (:class:`Network`, one simulation's transfers),
+:mod:`~simulator.core.network.fair` (max-min fair rates, recomputed only where a change
+reaches).
 """
 
 from simulator.core.network.host_hooks import LinkEffects, log_interpolate
