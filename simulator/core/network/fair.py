@@ -125,36 +125,49 @@ class FairShare:
         self._settling = False
         self._reschedule()
 
-    def _component(self) -> list[Flow]:
-        """The flows whose rates may have changed: every flow joined to a changed channel
-        through channels shared with other flows. Max-min fair rates of flows that share no
-        channel, directly or through others, do not depend on one another, so only these are
-        recomputed."""
-        found: dict[Flow, None] = {}
-        seen = set(self._dirty)
-        stack = list(self._dirty)
-        while stack:
-            for flow in self._users.get(stack.pop(), ()):
-                if flow not in found:
-                    found[flow] = None
-                    for channel in itertools.chain(flow.channels, (a for a, _ in flow.acks)):
-                        if channel not in seen:
-                            seen.add(channel)
-                            stack.append(channel)
+    def _components(self) -> list[list[Flow]]:
+        """The flows whose rates may have changed, by connected component: every flow joined
+        to a changed channel through channels shared with other flows. Max-min fair rates of
+        flows that share no channel, directly or through others, do not depend on one another,
+        so only these are recomputed, one component at a time."""
+        components: list[list[Flow]] = []
+        found: set[Flow] = set()
+        seen: set[Channel] = set()
+        for start in self._dirty:
+            if start in seen:
+                continue  # reached from an earlier start: in its component
+            seen.add(start)
+            component: list[Flow] = []
+            stack = [start]
+            while stack:
+                for flow in self._users.get(stack.pop(), ()):
+                    if flow not in found:
+                        found.add(flow)
+                        component.append(flow)
+                        for channel in itertools.chain(flow.channels,
+                                                       (a for a, _ in flow.acks)):
+                            if channel not in seen:
+                                seen.add(channel)
+                                stack.append(channel)
+            if component:
+                components.append(component)
         self._dirty.clear()
-        return list(found)
+        return components
 
     def _reschedule(self) -> None:
         """Recompute the max-min fair rates of the flows a change touched, queue when each of
         them ends (or reaches its buffer), and arm a wake-up for the earliest such moment."""
         now = self.env.now
-        changed = self._component()
-        for flow in changed:
-            flow.advance(now)
-        self._allocate(changed)
-        for flow in changed:
-            flow.version += 1
-            self._queue(flow)
+        for changed in self._components():
+            for flow in changed:
+                flow.advance(now)
+            if len(changed) == 1 and not changed[0].acks:
+                self._alone(changed[0])
+            else:
+                self._allocate(changed)
+            for flow in changed:
+                flow.version += 1
+                self._queue(flow)
         self._version += 1
         due = self._due
         while due and (due[0][2].version != due[0][3] or due[0][2] not in self._flows):
@@ -163,6 +176,22 @@ class FairShare:
             version = self._version
             self.env.timeout(max(due[0][0] - now, 0.0)).callbacks.append(
                 lambda _: self._wake(version))
+
+    def _alone(self, flow: Flow) -> None:
+        """The rate of a flow that shares none of its channels: what its slowest channel
+        carries for it alone (solo rate, or rate at its own load), or its cap — what
+        :meth:`_allocate` gives it, without the bookkeeping."""
+        rate = flow.cap
+        for channel in flow.channels:
+            solo = self._solo(channel)
+            if solo is not None:
+                bandwidth = solo
+            elif channel in self._by_load:
+                bandwidth = self._by_load[channel].rate_at_load(flow.size)
+            else:
+                bandwidth = self._bandwidth(channel)
+            rate = min(rate, bandwidth / flow.lone_weight)
+        flow.rate = rate
 
     def _queue(self, flow: Flow) -> None:
         """Queue the moment ``flow`` next needs attention: its end, or its buffer's, s."""
