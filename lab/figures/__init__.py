@@ -8,6 +8,7 @@ same bytes on any machine. One module per part of the book:
 
 * :mod:`~lab.figures.foundations` — chapters 1 and 3;
 * :mod:`~lab.figures.collectives` — chapter 2;
+* :mod:`~lab.figures.scale` — chapter 2 at cluster scale (a 4,096-GPU fat tree);
 * :mod:`~lab.figures.data_parallel` — chapters 4–7;
 * :mod:`~lab.figures.pipeline` — chapters 8–11;
 * :mod:`~lab.figures.model_parallel` — chapters 12–14;
@@ -19,11 +20,18 @@ from __future__ import annotations
 from collections.abc import Collection
 from pathlib import Path
 
-from lab.figures import collectives, data_parallel, foundations, model_parallel, pipeline
+from lab.figures import (
+    collectives,
+    data_parallel,
+    foundations,
+    model_parallel,
+    pipeline,
+    scale,
+)
 from lab.figures.canvas import Registry, save
 
-FIGURES: Registry = {**foundations.FIGURES, **collectives.FIGURES, **data_parallel.FIGURES,
-                     **pipeline.FIGURES, **model_parallel.FIGURES}
+FIGURES: Registry = {**foundations.FIGURES, **collectives.FIGURES, **scale.FIGURES,
+                     **data_parallel.FIGURES, **pipeline.FIGURES, **model_parallel.FIGURES}
 """Every figure: file name stem → (chapter, drawing function)."""
 
 

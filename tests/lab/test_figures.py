@@ -56,9 +56,9 @@ def test_every_drawn_figure_is_a_non_empty_png_placed_in_its_chapter(drawn: Path
 
 
 def test_drawing_twice_gives_the_same_bytes(drawn: Path, tmp_path: Path) -> None:
-    assert main([str(tmp_path), "--chapters", "2,14"]) == 0
+    assert main([str(tmp_path), "--chapters", "1,14"]) == 0  # chapter 2's take half a minute
     again = sorted(tmp_path.glob("*.png"))
-    assert again, "nothing drawn for chapters 2 and 14"
+    assert again, "nothing drawn for chapters 1 and 14"
     for path in again:
         assert path.read_bytes() == (drawn / path.name).read_bytes(), path.name
 
