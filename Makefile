@@ -39,10 +39,9 @@ pytest: $(STAMP)
 notebooks: $(STAMP)
 	DISTML_SMOKE=1 $(BIN)/python -m pytest -q --nbmake notebooks
 
-# Grade your own exercise answers: make grade CH=01
+# Grade your own exercise answers, per task with points: make grade CH=06  or  make grade EX=6.1
 grade: $(STAMP)
-	@test -n "$(CH)" || { echo "usage: make grade CH=01" >&2; exit 2; }
-	DISTML_IMPL=exercises $(BIN)/python -m pytest -q -m ch$(CH) tests/exercises
+	DISTML_IMPL=exercises $(BIN)/python -m tests.exercises.gradebook $(if $(CH),--chapter $(CH)) $(if $(EX),--exercise $(EX))
 
 # The textbook's figures, drawn from the simulator (deterministic; not committed).
 figures: $(STAMP)

@@ -7,7 +7,8 @@ Each exercise is a function whose body is ``raise NotImplementedError`` under a 
 that says what to write, gives hints, and names what the grading tests check. Reference
 answers live under the same module names in :mod:`solutions`. Grade your own answers with::
 
-    make grade CH=01          # DISTML_IMPL=exercises pytest -m ch01 tests/exercises
+    make grade CH=01          # every task of chapter 1: points earned / possible per task
+    make grade EX=1.2         # one task (its tests carry the marker ex01_2)
 
 The tests never import a chapter module directly: they call :func:`load`, which picks the
 stubs or the reference answers from the environment variable ``DISTML_IMPL``, so one test
@@ -21,6 +22,12 @@ import os
 from types import ModuleType
 
 IMPLEMENTATIONS = ("exercises", "solutions")
+
+# A teacher grades a student's copy of this folder by pointing DISTML_EXERCISES_DIR at it
+# (``distml-lab grade``): the chapter modules are then imported from there, in this process
+# and in every rank it spawns, while this file (and ``load``) stay the lab's own.
+if os.environ.get("DISTML_EXERCISES_DIR"):
+    __path__ = [os.path.abspath(os.environ["DISTML_EXERCISES_DIR"])]
 
 
 def load(chapter_module: str) -> ModuleType:

@@ -29,6 +29,8 @@ def fit_alpha_beta(sizes_bytes: Sequence[float], times_s: Sequence[float]) -> tu
     """
     # ===== EXERCISE 1.1: fit α and β by relative least squares =============================
     #
+    # Points: 8 (in proportion to the tests of ex01_1 that pass; `make grade EX=1.1`)
+    #
     # Choose α ≥ 0 and β to minimise the sum of squared *relative* errors
     #
     #     Σ_i ((α + n_i·β − t_i) / t_i)²                    (textbook eq. eq-rel-fit)

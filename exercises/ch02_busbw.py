@@ -41,6 +41,8 @@ def busbw_factor(operation: str, p: int) -> float:
     """
     # ===== EXERCISE 2.3: the bus-bandwidth factor ==========================================
     #
+    # Points: 4 (in proportion to the tests of ex02_3 that pass; `make grade EX=2.3`)
+    #
     # The recipe: find the fewest bytes that some rank's link *must* carry, m(S, p); the best
     # possible time is t = m/B, so the best algbw is S/t = B·S/m. Choose f to turn that into
     # B:  f = m / S.

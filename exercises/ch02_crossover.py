@@ -42,6 +42,8 @@ def predict_crossover_bytes(p: int, alpha_s: float, beta_s_per_B: float,
     """
     # ===== EXERCISE 2.4: the ring / recursive-doubling crossover ===========================
     #
+    # Points: 6 (in proportion to the tests of ex02_4 that pass; `make grade EX=2.4`)
+    #
     # 1. Write both costs as  a·α + b·n·β + c·n·γ  (read a, b, c off the closed forms above).
     # 2. Set T_ring(n) = T_rd(n) and solve the linear equation for n:
     #        n* = (a_ring − a_rd)·α / ((b_rd − b_ring)·β + (c_rd − c_ring)·γ)

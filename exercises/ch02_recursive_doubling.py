@@ -40,6 +40,8 @@ def recursive_doubling_all_reduce(tensor: torch.Tensor,
     """
     # ===== EXERCISE 2.1: recursive-doubling all-reduce on point-to-point messages ==========
     #
+    # Points: 10 (in proportion to the tests of ex02_1 that pass; `make grade EX=2.1`)
+    #
     # Use only torch.distributed's point-to-point calls: dist.isend / dist.irecv (and
     # dist.send / dist.recv). Peers are ranks *in the group*: dist.get_rank(group),
     # dist.get_world_size(group), and the keyword arguments group_dst= / group_src= of the

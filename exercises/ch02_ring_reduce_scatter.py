@@ -43,6 +43,8 @@ def ring_reduce_scatter_phase(tensor: torch.Tensor, op: dist.ReduceOp.RedOpType 
     """
     # ===== EXERCISE 2.2: the reduce-scatter phase of the ring all-reduce ====================
     #
+    # Points: 10 (in proportion to the tests of ex02_2 that pass; `make grade EX=2.2`)
+    #
     # Rank r talks to two neighbours only: it sends to right = (r + 1) % p and receives from
     # left = (r − 1) % p (ranks in the group: dist.get_rank(group), dist.get_world_size(group),
     # and the keyword arguments group_dst= / group_src= of the point-to-point calls).

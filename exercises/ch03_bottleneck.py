@@ -37,6 +37,8 @@ def servers_where_bottleneck_moves(workers: int, server_Bps: float, worker_Bps: 
     """
     # ===== EXERCISE 3.3: where the bottleneck moves ========================================
     #
+    # Points: 4 (in proportion to the tests of ex03_3 that pass; `make grade EX=3.3`)
+    #
     # 1. Write both times per iteration: servers W·M/(S·B_s), workers M/B_w. M cancels.
     # 2. Solve W/(S·B_s) <= 1/B_w for the smallest integer S (math.ceil), at least 1.
     #    Careful with floating point: W·B_w/B_s may come out as 3.0000000000000004.

@@ -30,6 +30,8 @@ def bounded_delay_wait(kv: Any, iteration: int, tau: int) -> None:
     """
     # ===== EXERCISE 3.1: the bounded-delay wait =============================================
     #
+    # Points: 4 (in proportion to the tests of ex03_1 that pass; `make grade EX=3.1`)
+    #
     # 1. The clock to wait for is t − τ. At the start (t − τ ≤ 0) there is nothing to wait for:
     #    return without sending anything (an extra request would cost a round trip).
     # 2. Otherwise ask the servers for that clock and wait for the answer:

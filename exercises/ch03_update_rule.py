@@ -34,6 +34,8 @@ class AdaGrad:
         """Apply ``grad`` at positions ``idx`` of ``weights``, in place."""
         # ===== EXERCISE 3.2: AdaGrad on the server ==========================================
         #
+        # Points: 6 (in proportion to the tests of ex03_2 that pass; `make grade EX=3.2`)
+        #
         # 1. On the first call, self.sum = torch.zeros_like(weights).
         # 2. Accumulate the squares at idx only: self.sum[idx] += grad * grad.
         # 3. Step: weights[idx] -= self.lr * grad / (self.sum[idx].sqrt() + self.eps).

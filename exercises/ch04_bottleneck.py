@@ -49,6 +49,8 @@ def best_replica_count(max_devices: int, batch: int, param_bytes: float,
     """
     # ===== EXERCISE 4.2: the first-device bottleneck ========================================
     #
+    # Points: 6 (in proportion to the tests of ex04_2 that pass; `make grade EX=4.2`)
+    #
     # 1. Write T(p) from the module docstring as a small function. ⌈b/p⌉ in integers is
     #    -(-b // p). Careful: torch.chunk makes only ⌈b/⌈b/p⌉⌉ chunks — with b = 5 and p = 4
     #    just 3 replicas run (and only they are copied to). Use k = that number of chunks in

@@ -39,6 +39,8 @@ def scatter(tensor: torch.Tensor, parts: int, dim: int = 0) -> list[torch.Tensor
     """
     # ===== EXERCISE 4.1: scatter with uneven chunks ========================================
     #
+    # Points: 6 (in proportion to the tests of ex04_1 that pass; `make grade EX=4.1`)
+    #
     # 1. n = tensor.size(dim); check parts >= 1 and n >= 1 (ValueError otherwise).
     # 2. size = ⌈n / parts⌉ — in integers: -(-n // parts).
     # 3. Walk start = 0, size, 2·size, … while start < n and take

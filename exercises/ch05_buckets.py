@@ -45,6 +45,8 @@ def assign_buckets(param_sizes: Sequence[int], bucket_cap_bytes: int,
     """
     # ===== EXERCISE 5.1: bucket assignment ==================================================
     #
+    # Points: 6 (in proportion to the tests of ex05_1 that pass; `make grade EX=5.1`)
+    #
     # 1. Raise ValueError if either cap is ≤ 0.
     # 2. Walk i = len − 1, …, 0. Append i to the open bucket and add its size to the bucket's
     #    bytes. If the bytes are now ≥ the current cap (first_bucket_bytes for the first bucket,

@@ -47,6 +47,8 @@ def predict_best_bucket_cap(backward_s: Sequence[float], param_bytes: Sequence[i
     """
     # ===== EXERCISE 6.2: the best bucket size ================================================
     #
+    # Points: 8 (in proportion to the tests of ex06_2 that pass; `make grade EX=6.2`)
+    #
     # For each cap:
     #   1. buckets = assign_buckets(param_bytes, cap, cap)   (from simulator.ddp)
     #   2. ready time of each layer: backward runs i = L−1 … 0, so layer i is ready at

@@ -73,6 +73,8 @@ class HookReducer:
         """Parameter ``i``'s gradient ``grad`` is final: bucket it, launch what is complete."""
         # ===== EXERCISE 6.1: the gradient-ready hook ========================================
         #
+        # Points: 10 (in proportion to the tests of ex06_1 that pass; `make grade EX=6.1`)
+        #
         # 1. Write grad / world_size into self.views[i] (in place: copy_ or torch.mul(...,
         #    out=...); the view shares memory with the bucket's buffer).
         # 2. One gradient fewer pending in bucket self.bucket_of[i].

@@ -39,6 +39,8 @@ def self_clocked_cycle(nbytes: float, backward_s: float, world: int, alpha_s: fl
     """
     # ===== EXERCISE 7.2a: the self-clocked cycle =============================================
     #
+    # Points: 6 (in proportion to the tests of ex07_2 that pass; `make grade EX=7.2`)
+    #
     #   a = 2(p−1)·α,  β' = 2(p−1)/p·β
     #   no fixed point if T_b/N − β' ≤ 0 (return None)
     #   x = (a + c₀) / (T_b/N − β'),  L = x·T_b/N

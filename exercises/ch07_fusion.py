@@ -33,6 +33,8 @@ def fuse_responses(ready: Sequence[tuple[str, str, int]], threshold_bytes: int
     """
     # ===== EXERCISE 7.1: fusion packing (Horovod's FuseResponses) ============================
     #
+    # Points: 8 (in proportion to the tests of ex07_1 that pass; `make grade EX=7.1`)
+    #
     # Keep a queue of the tensors not placed yet, in order. While it is not empty:
     #   1. the first tensor of the queue opens a group; size = its bytes (a tensor larger
     #      than the threshold is reduced alone: nothing else will fit);

@@ -34,6 +34,8 @@ def bubble_fraction(stages: int, microbatches: int, relative_to: str = "total") 
     """
     # ===== EXERCISE 8.1: compute the bubble ===================================================
     #
+    # Points: 4 (in proportion to the tests of ex08_1 that pass; `make grade EX=8.1`)
+    #
     # Draw the GPipe schedule for p = 3, m = 4 as a table (rank rows, tick columns; the
     # textbook's figure, or `print(simulator.pipeline.schedules.draw(...))` once you have
     # guessed). Then:

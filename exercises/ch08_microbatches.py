@@ -36,6 +36,8 @@ def choose_microbatches(batch: int, stages: int, activation_bytes_per_sample: in
     """
     # ===== EXERCISE 8.2: micro-batches for a memory budget ====================================
     #
+    # Points: 6 (in proportion to the tests of ex08_2 that pass; `make grade EX=8.2`)
+    #
     # With m micro-batches of s = N/m samples, stage r holds at its peak:
     #   - never:  k_r micro-batches' activations,                k_r · s · a
     #   - always: k_r checkpoints, plus the one micro-batch being recomputed:

@@ -30,6 +30,8 @@ def balance_by_time(times_s: Sequence[float], partitions: int) -> list[int]:
     """
     # ===== EXERCISE 9.1: balance by time ======================================================
     #
+    # Points: 8 (in proportion to the tests of ex09_1 that pass; `make grade EX=9.1`)
+    #
     # Two ways, pick one (or both, and compare):
     #   (a) dynamic programming over prefixes: best[s][i] = the smallest possible slowest
     #       partition when the first i layers form s partitions;

@@ -28,6 +28,8 @@ def one_f_one_b(stages: int, microbatches: int) -> list[list[tuple[str, int]]]:
     """
     # ===== EXERCISE 10.1: the 1F1B schedule ===================================================
     #
+    # Points: 8 (in proportion to the tests of ex10_1 that pass; `make grade EX=10.1`)
+    #
     # Stage r (0 = first) runs three phases:
     #   1. warm-up: forwards of the first w_r micro-batches. How many must it run before the
     #      first backward can reach it? (The last stage needs none: its backward can follow

@@ -28,6 +28,8 @@ def stashed_versions(stages: int, microbatches: int) -> list[int]:
     """
     # ===== EXERCISE 11.1: weight versions =====================================================
     #
+    # Points: 6 (in proportion to the tests of ex11_1 that pass; `make grade EX=11.1`)
+    #
     # Replay stage r's 1F1B actions (exercise 10.1 gives them; without a flush the order is
     # the same). Keep a version counter (incremented after each backward: the update) and,
     # for each micro-batch, the version its forward used. After each action, count the

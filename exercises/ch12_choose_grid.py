@@ -29,6 +29,8 @@ def choose_grid(model: GPT, gpus: int, global_batch: int, gpu_memory_bytes: floa
     """
     # ===== EXERCISE 12.2: choose the grid ====================================================
     #
+    # Points: 8 (in proportion to the tests of ex12_2 that pass; `make grade EX=12.2`)
+    #
     # 1. Memory first: each parameter costs 16 bytes (2 fp16 weights + 2 fp16 gradients +
     #    12 of Adam state, ZeRO's accounting) and a GPU holds 1/(t·p) of them. Activations
     #    with full recomputation are small (2·s·b·h bytes per layer and micro-batch in flight;

@@ -36,6 +36,8 @@ class GOperator(torch.autograd.Function):
     def forward(ctx: Any, x: torch.Tensor, group: Any) -> torch.Tensor:
         # ===== EXERCISE 12.3: implement the g operator ===========================================
         #
+        # Points: 8 (in proportion to the tests of ex12_3 that pass; `make grade EX=12.3`)
+        #
         # forward(x, group): return the SUM of x over the ranks of `group`, as a new tensor
         #   (do not change x in place: autograd may still need it). Hints: x.clone(), then
         #   dist.all_reduce(..., group=group). With one rank it is x itself.

@@ -34,6 +34,8 @@ def tensor_parallel_bytes(micro_batch: int, seq: int, hidden: int, t: int,
     """
     # ===== EXERCISE 12.1: count the bytes ====================================================
     #
+    # Points: 4 (in proportion to the tests of ex12_1 that pass; `make grade EX=12.1`)
+    #
     # 1. How many all-reduces does one layer run? Forward: one after the attention block, one
     #    after the MLP (g). Backward: one before each (f). And if the forward runs again
     #    (recompute=True)?

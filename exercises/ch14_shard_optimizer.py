@@ -35,6 +35,8 @@ def stage1_step(flat_param: torch.Tensor, flat_grad: torch.Tensor, shard: torch.
     """
     # ===== EXERCISE 14.2: ZeRO stage 1 ======================================================
     #
+    # Points: 10 (in proportion to the tests of ex14_2 that pass; `make grade EX=14.2`)
+    #
     # 1. k = shard.numel(). Reduce-scatter flat_grad so that this rank gets the SUM of its
     #    slice over all ranks: torch.distributed.reduce_scatter_single(output, input). Divide
     #    by the world size (torch.distributed.get_world_size()) to average, as DDP does.

@@ -34,6 +34,8 @@ def model_state_bytes(params: int, stage: int, dp: int, precision: str = "mixed"
     """
     # ===== EXERCISE 14.1: model states per device ===========================================
     #
+    # Points: 6 (in proportion to the tests of ex14_1 that pass; `make grade EX=14.1`)
+    #
     # 1. Bytes per parameter of each state. Mixed precision: parameters 2, gradients 2, and the
     #    optimizer keeps an fp32 master copy (4) plus its own fp32 state (Adam: 4 + 4; momentum:
     #    4; SGD: nothing). fp32: parameters 4, gradients 4, optimizer state only (Adam 8,

@@ -17,7 +17,7 @@ from simulator.collectives.point_to_point import ping_pong
 from simulator.core import Cluster, Device, Link, Topology, run_spmd
 from tests.exercises.grading import call_or_fail
 
-pytestmark = pytest.mark.ch01
+pytestmark = [pytest.mark.ch01, pytest.mark.ex01_1]
 
 KiB, MiB = 2**10, 2**20
 SIZES = np.array([2**k for k in range(10, 27)], dtype=float)  # 1 KiB … 64 MiB, ×2

@@ -15,7 +15,7 @@ from simulator.collectives import ALGORITHMS
 from simulator.core import Cluster, Device, Link, Topology, run_spmd
 from tests.exercises.grading import call_or_fail
 
-pytestmark = pytest.mark.ch02
+pytestmark = [pytest.mark.ch02, pytest.mark.ex02_3]
 
 TODO = ("busbw_factor is not implemented yet: write it in exercises/ch02_busbw.py "
         "(EXERCISE 2.3: f = the bytes some rank's link must carry / S), then run "

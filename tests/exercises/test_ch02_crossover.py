@@ -26,7 +26,7 @@ from simulator.core import run_spmd
 from simulator.host import cluster_from_entry
 from tests.exercises.grading import call_or_fail
 
-pytestmark = pytest.mark.ch02
+pytestmark = [pytest.mark.ch02, pytest.mark.ex02_4]
 
 TODO = ("predict_crossover_bytes is not implemented yet: write it in exercises/ch02_crossover.py "
         "(EXERCISE 2.4: set the ring and recursive-doubling closed forms equal and solve for n), "

@@ -28,7 +28,7 @@ from tests.exercises.grading import (
     wrong_results,
 )
 
-pytestmark = pytest.mark.ch02
+pytestmark = [pytest.mark.ch02, pytest.mark.ex02_1]
 
 TODO = ("recursive_doubling_all_reduce is not implemented yet: write it in "
         "exercises/ch02_recursive_doubling.py (EXERCISE 2.1: lg p swaps of the whole buffer "

@@ -22,7 +22,7 @@ from tests.exercises.grading import (
     wrong_results,
 )
 
-pytestmark = pytest.mark.ch02
+pytestmark = [pytest.mark.ch02, pytest.mark.ex02_2]
 
 TODO = ("ring_reduce_scatter_phase is not implemented yet: write it in "
         "exercises/ch02_ring_reduce_scatter.py (EXERCISE 2.2: in step s send chunk r−s−1 "

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from simulator.parameter_server import bottleneck_sweep
 from tests.exercises.grading import call_or_fail
 
-pytestmark = pytest.mark.ch03
+pytestmark = [pytest.mark.ch03, pytest.mark.ex03_3]
 
 TODO = ("servers_where_bottleneck_moves is not implemented yet: write it in "
         "exercises/ch03_bottleneck.py (EXERCISE 3.3), then run `make grade CH=03` again")

@@ -5,7 +5,7 @@ import pytest
 from exercises import load
 from tests.exercises.grading import call_or_fail
 
-pytestmark = pytest.mark.ch03
+pytestmark = [pytest.mark.ch03, pytest.mark.ex03_1]
 
 TODO = ("bounded_delay_wait is not implemented yet: write it in exercises/ch03_bounded_delay.py "
         "(EXERCISE 3.1), then run `make grade CH=03` again")

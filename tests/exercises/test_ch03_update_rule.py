@@ -5,7 +5,7 @@ import torch
 
 from exercises import load
 
-pytestmark = pytest.mark.ch03
+pytestmark = [pytest.mark.ch03, pytest.mark.ex03_2]
 
 TODO = ("AdaGrad.__call__ is not implemented yet: write it in exercises/ch03_update_rule.py "
         "(EXERCISE 3.2), then run `make grade CH=03` again")

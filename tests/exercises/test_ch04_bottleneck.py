@@ -14,7 +14,7 @@ from simulator.core import Cluster, Device, Link, Topology
 from simulator.data_parallel import Workload, simulate_data_parallel
 from tests.exercises.grading import call_or_fail
 
-pytestmark = pytest.mark.ch04
+pytestmark = [pytest.mark.ch04, pytest.mark.ex04_2]
 
 TODO = ("best_replica_count is not implemented yet: write it in exercises/ch04_bottleneck.py "
         "(EXERCISE 4.2: evaluate T(p) for every p and take the smallest argmin), then run "

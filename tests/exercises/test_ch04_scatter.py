@@ -17,7 +17,7 @@ from backends.data_parallel import gather, parallel_apply, replicate
 from simulator.data_parallel import chunk_sizes
 from tests.exercises.grading import call_or_fail
 
-pytestmark = pytest.mark.ch04
+pytestmark = [pytest.mark.ch04, pytest.mark.ex04_1]
 
 TODO = ("scatter is not implemented yet: write it in exercises/ch04_scatter.py (EXERCISE 4.1: "
         "⌈n/k⌉ rows per chunk, the last one shorter), then run `make grade CH=04` again")

@@ -14,7 +14,7 @@ from backends.launch import spawn
 from simulator.ddp import assign_buckets as lab_assign_buckets
 from tests.exercises.grading import call_or_fail
 
-pytestmark = pytest.mark.ch05
+pytestmark = [pytest.mark.ch05, pytest.mark.ex05_1]
 
 TODO = ("assign_buckets is not implemented yet: write it in exercises/ch05_buckets.py "
         "(EXERCISE 5.1), then run `make grade CH=05` again")

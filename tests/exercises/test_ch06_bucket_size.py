@@ -14,7 +14,7 @@ from simulator.core import Cluster, Device, Link, Topology
 from simulator.ddp import Layer, Workload, predict_step
 from tests.exercises.grading import call_or_fail
 
-pytestmark = pytest.mark.ch06
+pytestmark = [pytest.mark.ch06, pytest.mark.ex06_2]
 
 TODO = ("predict_best_bucket_cap is not implemented yet: write it in "
         "exercises/ch06_bucket_size.py (EXERCISE 6.2), then run `make grade CH=06` again")

@@ -20,7 +20,7 @@ from simulator.horovod import (
 )
 from tests.exercises.grading import call_or_fail
 
-pytestmark = pytest.mark.ch07
+pytestmark = [pytest.mark.ch07, pytest.mark.ex07_2]
 
 TODO_A = ("self_clocked_cycle is not implemented yet: write it in exercises/ch07_cycle_time.py "
           "(EXERCISE 7.2a), then run `make grade CH=07` again")

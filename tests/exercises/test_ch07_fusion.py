@@ -15,7 +15,7 @@ from backends.launch import spawn
 from tests.exercises import ch07_ranks
 from tests.exercises.grading import call_or_fail
 
-pytestmark = [pytest.mark.ch07, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.ch07, pytest.mark.ex07_1, pytest.mark.timeout(120)]
 
 TODO = ("fuse_responses is not implemented yet: write it in exercises/ch07_fusion.py "
         "(EXERCISE 7.1), then run `make grade CH=07` again")

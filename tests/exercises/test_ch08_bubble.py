@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from simulator.pipeline.schedules import gpipe, idle_fraction, one_f_one_b, timeline
 from tests.exercises.grading import call_or_fail
 
-pytestmark = pytest.mark.ch08
+pytestmark = [pytest.mark.ch08, pytest.mark.ex08_1]
 
 TODO = ("bubble_fraction is not implemented yet: write it in exercises/ch08_bubble.py "
         "(EXERCISE 8.1: idle ticks over all ticks, or over busy ticks), then run "

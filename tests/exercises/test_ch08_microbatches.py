@@ -12,7 +12,7 @@ from simulator.core import Cluster, Device, Link, Topology
 from simulator.pipeline import simulate_pipeline, uniform_profile
 from tests.exercises.grading import call_or_fail
 
-pytestmark = pytest.mark.ch08
+pytestmark = [pytest.mark.ch08, pytest.mark.ex08_2]
 
 TODO = ("choose_microbatches is not implemented yet: write it in "
         "exercises/ch08_microbatches.py (EXERCISE 8.2: the smallest divisor m of the batch "

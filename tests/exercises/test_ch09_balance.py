@@ -14,7 +14,7 @@ from simulator.core import Cluster, Device, Link, Topology
 from simulator.pipeline import LayerProfile, simulate_pipeline
 from tests.exercises.grading import call_or_fail
 
-pytestmark = pytest.mark.ch09
+pytestmark = [pytest.mark.ch09, pytest.mark.ex09_1]
 
 TODO = ("balance_by_time is not implemented yet: write it in exercises/ch09_balance.py "
         "(EXERCISE 9.1: contiguous partitions minimising the slowest one), then run "

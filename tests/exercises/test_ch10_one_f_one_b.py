@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from simulator.pipeline.schedules import Action, in_flight, makespan, pipeline_time, timeline
 from tests.exercises.grading import call_or_fail
 
-pytestmark = pytest.mark.ch10
+pytestmark = [pytest.mark.ch10, pytest.mark.ex10_1]
 
 TODO = ("one_f_one_b is not implemented yet: write it in exercises/ch10_one_f_one_b.py "
         "(EXERCISE 10.1: warm-up, steady one-forward-one-backward, cool-down), then run "

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from simulator.pipeline.schedules import pipedream_async
 from tests.exercises.grading import call_or_fail
 
-pytestmark = pytest.mark.ch11
+pytestmark = [pytest.mark.ch11, pytest.mark.ex11_1]
 
 TODO = ("stashed_versions is not implemented yet: write it in "
         "exercises/ch11_weight_versions.py (EXERCISE 11.1: replay 1F1B, count the versions "

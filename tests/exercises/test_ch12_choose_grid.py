@@ -12,7 +12,7 @@ from simulator.tensor_parallel import Grid, MegatronConfig, simulate_megatron
 from simulator.transformer import preset as model_preset
 from tests.exercises.grading import call_or_fail
 
-pytestmark = pytest.mark.ch12
+pytestmark = [pytest.mark.ch12, pytest.mark.ex12_2]
 
 TODO = ("choose_grid is not implemented yet: write it in exercises/ch12_choose_grid.py "
         "(EXERCISE 12.2), then run `make grade CH=12`")

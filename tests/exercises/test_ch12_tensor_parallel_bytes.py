@@ -14,7 +14,7 @@ from simulator.tensor_parallel import Grid, MegatronConfig, simulate_megatron_fu
 from simulator.transformer import GPT, tensor_parallel_elements_per_layer
 from tests.exercises.grading import call_or_fail
 
-pytestmark = pytest.mark.ch12
+pytestmark = [pytest.mark.ch12, pytest.mark.ex12_1]
 
 TODO = ("tensor_parallel_bytes is not implemented yet: write it in "
         "exercises/ch12_tensor_parallel_bytes.py (EXERCISE 12.1), then run `make grade CH=12`")

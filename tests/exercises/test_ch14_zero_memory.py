@@ -16,7 +16,7 @@ from simulator.zero import model_state_bytes as simulated
 from tests.backends import zero_ranks
 from tests.exercises.grading import call_or_fail
 
-pytestmark = pytest.mark.ch14
+pytestmark = [pytest.mark.ch14, pytest.mark.ex14_1]
 
 TODO = ("model_state_bytes is not implemented yet: write it in exercises/ch14_zero_memory.py "
         "(EXERCISE 14.1), then run `make grade CH=14` again")
