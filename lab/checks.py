@@ -19,6 +19,14 @@ MAX_SIMULATED_RANKS = 1024
 """Ranks a discrete-event simulation takes: every rank is a SimPy process and every message an
 event, so a ring all-reduce over 512 ranks already takes some 20 s on one core."""
 
+MAX_FAST_RANKS = 65_536
+"""Ranks an exact fast path takes (:mod:`simulator.collectives.fast`): ``O(p)`` numpy arrays a
+step and a route per message, some seconds at this size."""
+
+ENGINES = ("auto", "events", "fast")
+"""``--engine``: an exact fast path where one exists, else events (``auto``); always the
+per-rank events; always the fast path."""
+
 MAX_SIMULATED_BYTES = 2**40
 """Largest message a simulation accepts, bytes (1 TiB): beyond any device's memory."""
 
@@ -58,15 +66,17 @@ def min_message_bytes(twin: Any, world: int) -> int:
     return int(twin.itemsize) * per
 
 
-def check_sweep(twin: Any, worlds: Sequence[int], sizes: Sequence[int], real: bool) -> None:
+def check_sweep(twin: Any, worlds: Sequence[int], sizes: Sequence[int], real: bool,
+                engine: str = "events") -> None:
     """Sizes and worlds a twin can take: each size at least one element per piece and, for a
-    simulation, at most :data:`MAX_SIMULATED_BYTES`; each world at most
-    :data:`MAX_SIMULATED_RANKS`; for a real run (``real``), what this machine can hold."""
+    simulation, at most :data:`MAX_SIMULATED_BYTES`; each world within what ``engine`` takes
+    (:func:`check_engine_world`), or for a real run (``real``) what this machine can hold."""
     for world in worlds:
         if world < twin.min_world:
             raise UsageError(f"{twin.name} needs a world of at least {twin.min_world} ranks, "
                              f"got {world}")
-        check_simulated_world(world, "--world")
+        if not real:  # a real run's own limit, check_real_ranks, is far lower
+            check_engine_world(twin.name, world, engine)
         least = min_message_bytes(twin, world)
         for nbytes in sizes:
             if nbytes < least:
@@ -87,6 +97,44 @@ def check_simulated_world(world: int, flag: str) -> None:
     if world > MAX_SIMULATED_RANKS:
         raise UsageError(f"invalid {flag} {world}: the simulator takes at most "
                          f"{MAX_SIMULATED_RANKS} ranks")
+
+
+def check_engine_world(name: str, world: int, engine: str, flag: str = "--world") -> None:
+    """What ``--engine`` takes for twin ``name``: ``fast`` only for a twin with a fast path;
+    up to :data:`MAX_FAST_RANKS` ranks where a fast path may be taken, else up to
+    :data:`MAX_SIMULATED_RANKS` (the refusal names ``--engine auto`` where it would help)."""
+    from simulator.collectives.fast import FAST_PATHS
+
+    if engine not in ENGINES:
+        raise UsageError(f"invalid --engine {engine!r}: choose {', '.join(ENGINES)}")
+    has_fast = name in FAST_PATHS
+    if engine == "fast" and not has_fast:
+        raise UsageError(f"--engine fast: {name} has no exact fast path; these twins have one: "
+                         f"{', '.join(sorted(FAST_PATHS))}")
+    if has_fast and engine != "events":
+        if world > MAX_FAST_RANKS:
+            raise UsageError(f"invalid {flag} {world}: the fast path of {name} takes at most "
+                             f"{MAX_FAST_RANKS} ranks")
+        return
+    if world > MAX_SIMULATED_RANKS:
+        hint = (f"; {name} has an exact fast path up to {MAX_FAST_RANKS} ranks: use --engine "
+                f"auto or fast" if has_fast else "")
+        raise UsageError(f"invalid {flag} {world}: the event engine simulates at most "
+                         f"{MAX_SIMULATED_RANKS} ranks{hint}")
+
+
+def check_fast_found(name: str, world: int, engine: str, found: bool, cluster: str) -> None:
+    """After the cluster is built: ``--engine fast`` needs a fast path exact on it, and a
+    world above :data:`MAX_SIMULATED_RANKS` needs one with ``auto``."""
+    if found or engine == "events":
+        return
+    why = (f"{name} has no exact fast path on cluster {cluster} at {world} ranks (host effects, "
+           f"or links its messages share)")
+    if engine == "fast":
+        raise UsageError(f"--engine fast: {why}; use --engine auto or events")
+    if world > MAX_SIMULATED_RANKS:
+        raise UsageError(f"invalid --world {world}: {why}, and the event engine simulates at "
+                         f"most {MAX_SIMULATED_RANKS} ranks")
 
 
 def check_real_ranks(worlds: Sequence[int], nbytes: int = 0) -> None:

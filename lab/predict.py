@@ -11,7 +11,8 @@ textbook's closed form beside it.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -72,20 +73,32 @@ def _solved_file(path: str, stamp: int, world: int, backend: str, model: Model) 
     return factory_cluster(Calibration.load(path).entry(world, backend), world, model)
 
 
-def predict(twin: Twin, world: int, sizes: Sequence[int], cluster: str = "local",
-            calibration: Calibration | str | Path | None = None, backend: str = "gloo",
-            network: str = "loopback", bandwidth: str | Sequence[str | int] | None = None,
-            calls: Sequence[int] | None = None, model: Model = "host"
-            ) -> list[dict[str, Any]]:
-    """Simulated time (and closed form) of each size at one world size.
+@dataclass(frozen=True)
+class Plan:
+    """How one world of a prediction is simulated: the cluster, its name in the records, and
+    the exact fast path taken (``None``: the per-rank events)."""
 
-    ``network="shaped"`` (with ``cluster="local"``) predicts for this machine's ranks on the
-    shaped network of ``bandwidth``: :func:`~simulator.host.shaped_host_cluster`, from that
-    network's calibration. On loopback ``model`` picks the tier (:func:`local_cluster`).
+    machine: Cluster
+    label: str
+    fast: Callable[[int], float] | None
 
-    ``calls`` (one per size): predict the time per call of that many calls run back to back
-    on every rank, as :func:`measure_sustained` times them (``None``: one call).
-    """
+    @property
+    def engine(self) -> str:
+        """``fast`` or ``events``: what the records say."""
+        return "events" if self.fast is None else "fast"
+
+
+def plan(twin: Twin, world: int, cluster: str = "local",
+         calibration: Calibration | str | Path | None = None, backend: str = "gloo",
+         network: str = "loopback", bandwidth: str | Sequence[str | int] | None = None,
+         model: Model = "host", engine: str = "auto", calls: Sequence[int] | None = None
+         ) -> Plan:
+    """The cluster of one world (this machine's model, a preset, or this machine's ranks on a
+    shaped network) and the engine: with ``auto`` or ``fast`` the twin's exact fast path
+    where one exists on that cluster (:func:`lab.twins_collectives.fast_simulate`) and every
+    point is one call; else the events."""
+    from lab.twins_collectives import fast_simulate
+
     check_world(twin, world)
     if network == "shaped" and cluster == "local":
         path = calibration.path if isinstance(calibration, Calibration) else calibration
@@ -95,16 +108,49 @@ def predict(twin: Twin, world: int, sizes: Sequence[int], cluster: str = "local"
         machine = local_cluster(world, backend, calibration, model)
     else:
         machine = preset(cluster, world)
+    sustained = calls is not None and any(k != 1 for k in calls)
+    fast = None if engine == "events" or sustained else fast_simulate(twin.name, machine)
+    return Plan(machine, cluster, fast)
+
+
+def predict(twin: Twin, world: int, sizes: Sequence[int], cluster: str = "local",
+            calibration: Calibration | str | Path | None = None, backend: str = "gloo",
+            network: str = "loopback", bandwidth: str | Sequence[str | int] | None = None,
+            calls: Sequence[int] | None = None, model: Model = "host", engine: str = "auto",
+            chosen: Plan | None = None, on_point: Callable[[], object] | None = None
+            ) -> list[dict[str, Any]]:
+    """Simulated time (and closed form) of each size at one world size.
+
+    ``network="shaped"`` (with ``cluster="local"``) predicts for this machine's ranks on the
+    shaped network of ``bandwidth``: :func:`~simulator.host.shaped_host_cluster`, from that
+    network's calibration. On loopback ``model`` picks the tier (:func:`local_cluster`).
+
+    ``calls`` (one per size): predict the time per call of that many calls run back to back
+    on every rank, as :func:`measure_sustained` times them (``None``: one call).
+
+    ``engine`` (``auto``, ``events``, ``fast``) chooses as :func:`plan` does, unless
+    ``chosen`` brings that plan made already; each record says which ran (``engine``).
+    ``on_point`` is called after each size (a progress bar's tick).
+    """
     if calls is not None and len(calls) != len(sizes):
         raise ValueError(f"{len(calls)} call counts for {len(sizes)} sizes")
+    chosen = chosen or plan(twin, world, cluster, calibration, backend, network, bandwidth,
+                            model, engine, calls)
+    machine = chosen.machine
     rows = []
     for i, nbytes in enumerate(sizes):
         k = 1 if calls is None else calls[i]
-        result = twin.simulate(machine, nbytes, calls=k)
+        if chosen.fast is not None:
+            seconds = chosen.fast(nbytes)
+        else:
+            seconds = twin.simulate(machine, nbytes, calls=k, trace=False).makespan_s / k
         rows.append({"twin": twin.name, "world": world, "bytes": nbytes,
-                     "predicted_s": result.makespan_s / k, "calls": k,
+                     "predicted_s": seconds, "calls": k,
                      "closed_form_s": closed_form(twin, machine, nbytes),
-                     "cluster": cluster, "model": model if cluster == "local" else "preset"})
+                     "cluster": chosen.label, "engine": chosen.engine,
+                     "model": model if chosen.label == "local" else "preset"})
+        if on_point is not None:
+            on_point()
     return rows
 
 

@@ -2,8 +2,9 @@
 
 A :class:`Twin` ties together
 
-* ``simulate(cluster, nbytes, calls=1)`` — runs the SimPy rank program (``calls`` times back
-  to back on every rank, as a benchmark loop does), returns a ``SimResult``;
+* ``simulate(cluster, nbytes, calls=1, trace=True)`` — runs the SimPy rank program (``calls``
+  times back to back on every rank, as a benchmark loop does), returns a ``SimResult`` (its
+  trace only with ``trace``: a trace of thousands of ranks takes gigabytes);
 * ``closed_form(world, nbytes, alpha_s, beta_s_per_B)`` — the textbook formula, where one
   exists;
 * ``real_step(nbytes, tracer)`` — *inside a rank* of a real process group, allocates the
@@ -100,7 +101,8 @@ def _load_all() -> None:
 def spmd(program: Callable[..., Any], **kwargs: Any) -> Callable[..., SimResult]:
     """``simulate`` for a rank program taking ``(comm, nbytes, **kwargs)``."""
 
-    def simulate(cluster: Cluster, nbytes: int, calls: int = 1) -> SimResult:
-        return run_spmd(cluster, program, nbytes, calls=calls, **kwargs)
+    def simulate(cluster: Cluster, nbytes: int, calls: int = 1, trace: bool = True
+                 ) -> SimResult:
+        return run_spmd(cluster, program, nbytes, calls=calls, trace=trace, **kwargs)
 
     return simulate

@@ -30,6 +30,7 @@ from backends.collectives.twin_ranks import (
 from backends.collectives.twin_ranks import PIECEWISE as PIECEWISE  # read by lab.checks
 from lab.twins import KiB, MiB, Twin, register
 from simulator.collectives import ALGORITHMS
+from simulator.collectives.fast import fast_path
 from simulator.core.comm import SimResult, run_spmd
 from simulator.core.hardware import Cluster
 
@@ -52,10 +53,11 @@ def _extra(operation: str, algorithm: str) -> dict[str, Any]:
 def _simulate(operation: str, algorithm: str) -> Callable[..., SimResult]:
     program = ALGORITHMS[operation][algorithm][0]
 
-    def simulate(cluster: Cluster, nbytes: int, calls: int = 1) -> SimResult:
+    def simulate(cluster: Cluster, nbytes: int, calls: int = 1, trace: bool = True
+                 ) -> SimResult:
         n = effective_nbytes(operation, cluster.world_size, nbytes)
         run = _copy_input_first(program) if operation == "all_gather" else program
-        return run_spmd(cluster, run, n, itemsize=ITEMSIZE, calls=calls,
+        return run_spmd(cluster, run, n, itemsize=ITEMSIZE, calls=calls, trace=trace,
                         **_extra(operation, algorithm))
 
     return simulate
@@ -70,6 +72,17 @@ def _copy_input_first(program: Callable[..., Any]) -> Callable[..., Any]:
         return (yield from program(comm, nbytes, **kwargs))
 
     return run
+
+
+def fast_simulate(name: str, cluster: Cluster) -> Callable[[int], float] | None:
+    """The twin's exact fast path on ``cluster`` (:func:`simulator.collectives.fast.fast_path`)
+    as ``nbytes -> makespan_s``, on the same ``n`` its simulation moves — or ``None``."""
+    fast = fast_path(name, cluster)
+    if fast is None:
+        return None
+    operation = name.split(".", 1)[0]
+    return lambda nbytes: fast(effective_nbytes(operation, cluster.world_size, nbytes),
+                               ITEMSIZE)
 
 
 def real_function(operation: str, algorithm: str) -> Callable[..., None]:

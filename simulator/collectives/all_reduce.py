@@ -50,16 +50,15 @@ sends its buffer to ``r − 1``, which reduces; at the end ``r − 1`` sends the
   (its leader), ring all-reduce among the leaders, binomial broadcast inside each node. The
   slow inter-node links carry ``2·n·(q−1)/q`` bytes per leader for ``q`` nodes.
 
-:func:`ring_all_reduce_fast` gives the ring's makespan for thousands of ranks without one SimPy
-process per rank (see there).
+:mod:`~simulator.collectives.fast` gives the ring's and recursive doubling's makespans for tens of
+thousands of ranks without one SimPy process per rank (:func:`ring_all_reduce_fast`,
+:func:`ring_phases_fast`, re-exported here for the step models that use them).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-
-import numpy as np
 
 from simulator.collectives.all_gather import doubling_all_gather_chunks, ring_all_gather_chunks
 from simulator.collectives.broadcast import binomial_broadcast, binomial_broadcast_cost
@@ -69,6 +68,8 @@ from simulator.collectives.exchange import (
     chunk_nbytes,
     posted_ahead_steps,
 )
+from simulator.collectives.fast import ring_all_reduce_fast as ring_all_reduce_fast
+from simulator.collectives.fast import ring_phases_fast as ring_phases_fast
 from simulator.collectives.reduce import binomial_reduce, binomial_reduce_cost
 from simulator.collectives.reduce_scatter import (
     fold_in,
@@ -76,8 +77,7 @@ from simulator.collectives.reduce_scatter import (
     ring_reduce_scatter_chunks,
 )
 from simulator.collectives.schedule import Fold, binary_tree, children, double_binary_tree
-from simulator.core.comm import SimComm, SimGen, SimWork, run_spmd
-from simulator.core.hardware import Cluster
+from simulator.core.comm import SimComm, SimGen, SimWork
 
 
 def _fold_out(comm: SimComm, fold: Fold, nbytes: int) -> SimGen:
@@ -289,75 +289,3 @@ def hierarchical_all_reduce(comm: SimComm, nbytes: int, ranks_per_node: int = 8,
     if leaders is not None:
         yield from ring_all_reduce(leaders, nbytes, itemsize)
     yield from binomial_broadcast(node, nbytes, 0, itemsize)
-
-
-# ---- the fast path -----------------------------------------------------------------------
-
-
-def _ring_step(comm: SimComm, nbytes: int) -> SimGen:
-    """One ring step alone: send ``nbytes`` right, receive from the left; return the arrival."""
-    p = comm.world_size
-    outgoing = comm.isend((comm.rank + 1) % p, nbytes)
-    yield from comm.recv((comm.rank - 1) % p, nbytes)
-    arrived = comm.now
-    yield outgoing.wait()
-    return arrived
-
-
-def ring_all_reduce_fast(cluster: Cluster, nbytes: int, itemsize: int = 4) -> float:
-    """Makespan of :func:`ring_all_reduce` on ``cluster``, s: :func:`ring_phases_fast` with
-    both phases (the reduce-scatter, then the all-gather)."""
-    return ring_phases_fast(cluster, nbytes, itemsize)
-
-
-def ring_phases_fast(cluster: Cluster, nbytes: int, itemsize: int = 4,
-                     reduce_scatter: bool = True, all_gather: bool = True) -> float:
-    """Makespan of the ring's phases on ``cluster``, s, without a process per rank.
-
-    With both phases it is :func:`ring_all_reduce`; with one, the ring reduce-scatter or the
-    ring all-gather of ``nbytes`` in all (the pieces ZeRO's stages are made of).
-
-    The ring's ``2(p−1)`` steps all look alike: every rank sends one chunk to its right
-    neighbour while receiving one from its left. So
-
-    1. for each distinct chunk size ``b`` (at most two: chunks differ by at most one element),
-       simulate *one* step — all ``p`` ranks send ``b`` bytes right at once, through the
-       cluster's own network and contention model — and read off how long each rank's send
-       took, ``T_b[r]``;
-    2. replay the ``2(p−1)`` steps on per-rank clocks with numpy, exactly as the rank programs
-       run them (:func:`~simulator.collectives.exchange.sendrecv`, then the reduction)::
-
-           send_done[r] = clock[r] + T_b[r]                  (b: the chunk r sends this step)
-           clock[r]     = max(send_done[r], send_done[r−1])  + reduce_s[r](b_received)  (RS)
-
-    That is ``O(p)`` work per step instead of ``O(p)`` SimPy processes and events.
-
-    It equals the per-rank simulation (tests check it to 1e-9) whenever a transfer's time does
-    not depend on transfers of *other* steps: contention ``none``, or no two of a step's
-    transfers sharing a channel — fully connected, ring, switch, two-level topologies under
-    any model. Where ring transfers do share a channel (a fat tree's spines, a shared bus) it
-    assumes each step's transfers run together, as they do when all ranks keep in step (equal
-    chunks on symmetric links); otherwise it is an estimate.
-    """
-    p = cluster.world_size
-    if p == 1:
-        return 0.0
-    sizes = np.array(chunk_nbytes(nbytes, p, itemsize), dtype=np.int64)
-    distinct = np.unique(sizes)
-    send_s = np.array([np.roll(run_spmd(cluster, _ring_step, int(b), trace=False).returns, -1)
-                       for b in distinct], dtype=float)  # [size index, rank] -> seconds
-    row = np.searchsorted(distinct, sizes)  # chunk -> its row of send_s
-    reduce_s = np.array([[cluster.reduce_s(r, int(b)) for r in range(p)]
-                         for b in distinct])  # [size index, rank] -> seconds
-    ranks = np.arange(p)
-    clock = np.zeros(p)
-    steps = [st for st in range(2 * (p - 1))
-             if (reduce_scatter if st < p - 1 else all_gather)]
-    for step in steps:
-        scatter = step < p - 1  # reduce-scatter first, then all-gather
-        sent = (ranks - step - 1) % p if scatter else (ranks - (step - p + 1)) % p
-        send_done = clock + send_s[row[sent], ranks]
-        clock = np.maximum(send_done, np.roll(send_done, 1))  # rank r hears from r - 1
-        if scatter:
-            clock = clock + reduce_s[row[np.roll(sent, 1)], ranks]
-    return float(clock.max())

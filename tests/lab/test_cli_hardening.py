@@ -140,6 +140,8 @@ def test_compare_force_gets_past_the_check(tmp_path, capsys, fake_calibration,  
     (["simulate", "megatron", "--model", "gpt3-175b", "--cluster", "a100", "--tp", "8", "--pp",
       "16", "--dp", "1", "--global-batch", "1000000", "--micro-batch", "1"], "m·p·v"),
     (["simulate", "all_reduce.ring", "--world", "100000", "--cluster", "a100"],
+     "at most 65536 ranks"),  # its fast path's limit (lab.checks.MAX_FAST_RANKS)
+    (["simulate", "all_reduce.binary_tree", "--world", "100000", "--cluster", "a100"],
      "at most 1024 ranks"),
     (["simulate", "horovod", "--world", "100000", "--cluster", "a100"], "invalid --world"),
     (["simulate", "horovod", "--world", "2", "--widths", "8x100000000", "--cluster", "a100"],
