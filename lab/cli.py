@@ -8,13 +8,13 @@
     distml-lab run TWIN [--world 2] [--sizes …] [--repeats R] [--json]
     distml-lab compare TWIN [--world 2,4] [--sizes …] [--repeats R] [--quick] [--out DIR] [--json]
     distml-lab report [--out report] [--quick]
-
-``calibrate``, ``run`` and ``compare`` take ``--network shaped --bandwidth 1gbit`` (or one rate
-per rank, ``1gbit,1gbit,100mbit``): the ranks then run in their own network namespaces on
-rate-limited links (:mod:`backends.shaped`; needs root and iproute2).
     distml-lab store-demo [--world 4] [--missing-timeout 0.5] [--json]   (ch. 5 rendezvous)
     distml-lab horovodrun -np 4 [--cycle-time-ms 1] [--fusion-threshold-mb 64]
                           [--start-timeout 30] python train.py ARGS…          (ch. 7 launcher)
+    distml-lab grade SUBMISSIONS [--out grades.csv] [--time-limit 1800]   (the course)
+
+``calibrate``, ``run``, ``compare`` take ``--network shaped --bandwidth 1gbit`` (or a rate per
+rank): ranks in network namespaces on rate-limited links (:mod:`backends.shaped`; root).
 
 Bad input gets one line on stderr and exit status 2, never a traceback; long work shows
 progress on stderr; ``--json`` prints one JSON document on stdout.
@@ -30,13 +30,14 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from lab.checks import (
+    ENGINES,
     MAX_REPEATS,
     check_backend,
     check_network,
     check_real_ranks,
     check_sweep,
 )
-from lab.cli_launchers import cmd_horovodrun, cmd_store_demo
+from lab.cli_launchers import cmd_grade, cmd_horovodrun, cmd_store_demo
 from lab.tables import format_table
 from lab.units import UsageError, parse_sizes, parse_worlds, usage_line, whole
 from simulator.core.calibration import Calibration
@@ -100,6 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
     _network_options(p)
     p.add_argument("--cluster", default="local", help="local (calibrated) or a preset: "
                    "a100, h100, ethernet-10g")
+    p.add_argument("--engine", default="auto", choices=ENGINES, help="auto (default): an "
+                   "exact fast path where the twin has one on the cluster, else per-rank events")
+    p.add_argument("--progress", action="store_true", help="a progress bar even with --json")
     p = sub.add_parser("run", help="measure the real twin")
     _common(p, repeats=True, calibration=False)
     p = sub.add_parser("compare", help="predict and measure, side by side")
@@ -128,9 +132,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _sweep(args: argparse.Namespace, real: bool = False) -> tuple[Any, list[int], list[int]]:
-    """The twin, worlds and sizes asked for, checked (:func:`lab.checks.check_sweep`); a real
-    run's backend too (the commands route a strategy twin elsewhere first)."""
+def _sweep(args: argparse.Namespace, real: bool = False, engine: str = "events"
+           ) -> tuple[Any, list[int], list[int]]:
+    """The twin, worlds and sizes asked for, checked (:func:`lab.checks.check_sweep`, the
+    worlds for ``engine``); a real run's backend too (the commands route a strategy twin
+    elsewhere first)."""
     from lab.strategies import get_strategy
     from lab.twins import get_twin
 
@@ -145,7 +151,7 @@ def _sweep(args: argparse.Namespace, real: bool = False) -> tuple[Any, list[int]
         twin.quick_worlds if args.quick else twin.worlds)
     sizes = parse_sizes(args.sizes) if args.sizes is not None else list(
         twin.quick_sizes if args.quick else twin.sizes)
-    check_sweep(twin, worlds, sizes, real)
+    check_sweep(twin, worlds, sizes, real, engine)
     if real:
         check_backend(args.backend, max(worlds))
     return twin, worlds, sizes
@@ -195,8 +201,11 @@ def cmd_calibrate(args: argparse.Namespace) -> None:
 
 
 def cmd_simulate(args: argparse.Namespace) -> None:
-    """``distml-lab simulate``."""
-    from lab.predict import predict
+    """``distml-lab simulate``: every world's cluster and engine chosen and checked first."""
+    from tqdm import tqdm
+
+    from lab.checks import check_fast_found
+    from lab.predict import plan, predict
     from lab.strategies import get_strategy
     from lab.strategy_cli import simulate_strategy
     from simulator.core.hardware import PRESETS
@@ -206,17 +215,31 @@ def cmd_simulate(args: argparse.Namespace) -> None:
     if strategy is not None:
         simulate_strategy(args, strategy)
         return
-    twin, worlds, sizes = _sweep(args)
+    twin, worlds, sizes = _sweep(args, engine=args.engine)
     if args.cluster != "local" and args.cluster not in PRESETS:
         raise UsageError(f"unknown cluster {args.cluster!r}; choose local or one of "
                          f"{', '.join(sorted(PRESETS))}")
     network, bandwidth = check_network(args, worlds, machine=False)
     calibration = Calibration.load(args.calibration) if args.cluster == "local" else None
-    rows = [row for model in tiers_of(args.model) for world in worlds
-            for row in predict(twin, world, sizes, args.cluster, calibration,
-                               network=network, bandwidth=bandwidth, model=model)]
+    plans = []
+    for model in tiers_of(args.model):
+        for world in worlds:
+            chosen = plan(twin, world, args.cluster, calibration, network=network,
+                          bandwidth=bandwidth, model=model, engine=args.engine)
+            check_fast_found(twin.name, world, args.engine, chosen.fast is not None,
+                             chosen.label)
+            plans.append((model, world, chosen))
+    bar = tqdm(total=len(plans) * len(sizes), desc=f"simulate {twin.name}", unit="point",
+               file=sys.stderr, leave=False, disable=not args.progress and (args.json or None))
+    try:
+        rows = [row for model, world, chosen in plans
+                for row in predict(twin, world, sizes, args.cluster, calibration,
+                                   network=network, bandwidth=bandwidth, model=model,
+                                   chosen=chosen, on_point=lambda: bar.update(1))]
+    finally:
+        bar.close()
     _emit(args, {"records": rows}, rows, [("world", "world"), ("bytes", "size"),
-          ("model", "model"), ("predicted_s", "predicted(us)"),
+          ("model", "model"), ("engine", "engine"), ("predicted_s", "predicted(us)"),
           ("closed_form_s", "closed form(us)")])
 
 
@@ -337,7 +360,7 @@ def cmd_plan(args: argparse.Namespace) -> None:
 
 COMMANDS = {"list": cmd_list, "calibrate": cmd_calibrate, "simulate": cmd_simulate,
             "run": cmd_run, "compare": cmd_compare, "report": cmd_report,
-            "store-demo": cmd_store_demo, "plan": cmd_plan}
+            "store-demo": cmd_store_demo, "plan": cmd_plan, "grade": cmd_grade}
 """Each subcommand's function (``horovodrun``, which returns its job's exit status, apart)."""
 
 

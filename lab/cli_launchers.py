@@ -9,11 +9,14 @@ import json
 from typing import Any
 
 from lab.checks import MAX_REAL_RANKS
+from lab.grade import cmd_grade as cmd_grade  # the CLI takes it from here
+from lab.grade import grade_arguments
 from lab.units import UsageError, number, whole
 
 
 def launcher_arguments(sub: Any) -> None:
-    """Add ``store-demo`` and ``horovodrun`` to the subparsers ``sub``."""
+    """Add ``store-demo``, ``horovodrun`` and ``grade`` (:mod:`lab.grade`) to the subparsers
+    ``sub``."""
     p = sub.add_parser("store-demo", help="rendezvous: a TCPStore and process groups, per rank")
     p.add_argument("--world", type=whole(1, 16), default=4, help="ranks (1-16, default 4)")
     p.add_argument("--missing-timeout", type=number(0, 30, lo_open=True), default=0.5,
@@ -31,6 +34,7 @@ def launcher_arguments(sub: Any) -> None:
                    help="seconds for every task to reach hvd.init() (default 30)")
     p.add_argument("task_command", metavar="command", nargs=argparse.REMAINDER,
                    help="the program and its arguments")
+    grade_arguments(sub)
 
 
 def cmd_store_demo(args: argparse.Namespace) -> None:

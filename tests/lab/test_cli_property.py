@@ -42,6 +42,7 @@ BASE = {
                           "--tp", "8", "--pp", "8", "--dp", "1", "--global-batch", "64",
                           "--micro-batch", "1"],
     "simulate horovod": ["simulate", "horovod", "--world", "2", "--cluster", "a100"],
+    "grade": ["grade", "{tmp}", "--out", "{tmp}/grades.csv"],
 }
 """A valid command line of each command (``{cal}``, ``{tmp}``: filled in per example)."""
 
@@ -105,7 +106,7 @@ def strategy(action):
         return st.one_of(outside(action.type.bounds), JUNK.filter(lambda t: t != "1e3"))
     if action.choices:
         return WORD.filter(lambda w: w not in action.choices)
-    if action.dest in ("calibration", "out"):
+    if action.dest in ("calibration", "out", "submissions"):
         return BAD_TEXT["path"]
     if action.dest == "twin":
         return WORD.filter(lambda w: w not in ("ping_pong", "stream", "one_to_all"))
@@ -129,7 +130,7 @@ def argv_with(command, flag, dest, value, tmp: Path):
     if value in ("a file", "under a file"):
         (tmp / "mine.txt").write_text("my notes")
         value = str(tmp / "mine.txt" if value == "a file" else tmp / "mine.txt" / "x")
-    if dest == "twin":
+    if dest in ("twin", "submissions"):  # the positional
         argv[1] = value
     elif dest == "task_command":
         return argv
