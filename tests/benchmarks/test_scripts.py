@@ -81,9 +81,10 @@ def _stub_megatron_scale(module, monkeypatch):
 
 
 def _stub_sim_speed(module, monkeypatch):
-    monkeypatch.setattr(module, "fast", lambda name, world: {"wall_s": 0.0, "makespan_s": 1.0})
-    monkeypatch.setattr(module, "per_rank", lambda name, world, limit: {
-        "finished": True, "wall_s": 0.0, "makespan_s": 1.0})
+    monkeypatch.setattr(module, "one", lambda twin, world, engine, limit, count=False: {
+        "twin": twin, "engine": engine, "world": world, "counted": count, "finished": True,
+        "wall_s": world / 1e3, "peak_rss_bytes": 0, "predicted_s": 1.0, "engine_used": engine,
+        "events": 4 * world * world})
 
 
 STUBS = {"pipeline_sim_speed": _stub_pipeline_sim_speed, "megatron_scale": _stub_megatron_scale,
