@@ -46,7 +46,7 @@ def bubble_fraction(stages: int, microbatches: int, relative_to: str = "total") 
     #      function of b_ideal)?
     #
     # What is graded (tests/exercises/test_ch08_bubble.py, `make grade CH=08`):
-    #   - both definitions for p = 1 … 32, m = 1 … 256 (the formulas of REFERENCES.md);
+    #   - both definitions for p = 1 … 32, m = 1 … 256 (Huang et al. 2019; Narayanan et al. 2021);
     #   - sim vs formula: the idle share of a simulated GPipe and 1F1B step (equal stages,
     #     any forward and backward times) equals your "total" bubble;
     #   - any other relative_to raises ValueError.
