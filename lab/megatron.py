@@ -14,8 +14,11 @@ Bad input is one line and exit status 2 (:class:`lab.units.UsageError`).
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Sequence
 from typing import Any
 
+from lab.budget import budget_argument, check_budget, elapsed_bar, show_progress
 from lab.units import UsageError, format_size, number, whole
 
 MAX_GPUS = 65536
@@ -29,6 +32,20 @@ some 15 s)."""
 MAX_PLAN_BATCH = 16384
 """Largest global batch ``plan`` takes: it simulates every configuration, the one with the
 most micro-batches (b = 1, d = 1) included."""
+SECONDS_PER_PASS = 1.2e-4
+"""Cost of one micro-batch pass (forward and backward on one stage) in the pipeline's event
+simulation, s: 2¹⁷ passes of ``simulate megatron`` take 13 s, ``plan --gpus 3072`` (375,896
+passes) 43.5 s on one idle core of the development machine."""
+SECONDS_PER_GPU_GROUP = 2e-7
+"""Cost of cutting one group out of an N-GPU cluster (:func:`~simulator.tensor_parallel.
+subcluster`), per GPU of the cluster, s; ``simulate_megatron`` cuts ``p + 3`` groups:
+``plan --gpus 16384`` cuts 605 in some 2 s."""
+BYTES_PER_PASS = 2.7e3
+"""Memory one micro-batch pass holds while the pipeline is simulated (its events and
+messages), bytes: 2¹⁷ passes peak at 350 MB."""
+BYTES_PER_GPU = 2.4e3
+"""Memory one GPU of a preset cluster takes (its links and routes), bytes: ``plan --gpus
+65536`` peaks at 157 MB."""
 
 SHAPE = (("layers", "transformer layers l"), ("hidden", "hidden size h"),
          ("heads", "attention heads a"), ("seq", "sequence length s"),
@@ -98,6 +115,22 @@ def _positive(args: argparse.Namespace, *names: str) -> None:
             raise UsageError(f"invalid --{name.replace('_', '-')} {value}: must be at least 1")
 
 
+# ---- bounded work (lab.budget) -------------------------------------------------------------
+
+def estimate(configs: Sequence[Any]) -> tuple[float, float]:
+    """Seconds and peak bytes to simulate each of ``configs`` (``MegatronConfig``s on one
+    cluster) with :func:`~simulator.tensor_parallel.simulate_megatron`: coarse, from the
+    measured constants above."""
+    from simulator.megatron_plan import passes
+
+    if not configs:
+        return 0.0, 0.0
+    gpus = configs[0].grid.world_size
+    seconds = sum(passes(c) * SECONDS_PER_PASS + (c.grid.p + 3) * gpus * SECONDS_PER_GPU_GROUP
+                  for c in configs)
+    return seconds, max(passes(c) for c in configs) * BYTES_PER_PASS + gpus * BYTES_PER_GPU
+
+
 # ---- simulate megatron ---------------------------------------------------------------------
 
 def megatron_arguments(p: argparse.ArgumentParser) -> None:
@@ -113,6 +146,7 @@ def megatron_arguments(p: argparse.ArgumentParser) -> None:
                    help="model chunks per pipeline rank v (interleaved 1F1B; default 1)")
     p.add_argument("--overlap-grad-reduce", action="store_true",
                    help="all-reduce gradients during the last backward")
+    budget_argument(p)
 
 
 def run_megatron(args: argparse.Namespace) -> dict[str, Any]:
@@ -138,8 +172,11 @@ def run_megatron(args: argparse.Namespace) -> dict[str, Any]:
         raise UsageError(f"invalid configuration: {steps} micro-batch passes (m·p·v) to "
                          f"simulate, at most {MAX_PIPELINE_STEPS}; use fewer, larger "
                          "micro-batches")
+    seconds, nbytes = estimate([config])
+    check_budget(args, seconds, nbytes, "simulate megatron", "fewer, larger micro-batches")
     cluster = cluster_for(args.cluster, config.grid.world_size)
-    doc = simulate_megatron(cluster, config).as_dict()
+    with elapsed_bar(args, "simulate megatron", seconds):
+        doc = simulate_megatron(cluster, config).as_dict()
     doc["gpu_memory_bytes"] = cluster.devices[0].memory_bytes
     doc["fits"] = doc["memory_per_gpu_bytes"] <= doc["gpu_memory_bytes"]
     return doc
@@ -173,7 +210,7 @@ def megatron_table(doc: dict[str, Any]) -> list[tuple[str, str]]:
 def plan_arguments(p: argparse.ArgumentParser) -> None:
     """Options of ``distml-lab plan``."""
     add_model_arguments(p)
-    p.add_argument("--gpus", type=whole(1, MAX_GPUS), required=True,
+    p.add_argument("--gpus", type=whole(1, 2**62), required=True,
                    help=f"GPUs N (whole 8-GPU nodes, at most {MAX_GPUS})")
     p.add_argument("--global-batch", type=whole(1, MAX_PLAN_BATCH),
                    help=f"sequences per iteration B (default N; at most {MAX_PLAN_BATCH})")
@@ -182,14 +219,22 @@ def plan_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--interleave", default="1",
                    help="chunks per pipeline rank to try, e.g. 1,2 (default 1)")
     p.add_argument("--top", type=whole(1, 10**6), default=10, help="rows to print (default 10)")
+    budget_argument(p)
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    p.add_argument("--progress", action="store_true", help="a progress bar even with --json")
 
 
 def run_plan(args: argparse.Namespace) -> dict[str, Any]:
     """``distml-lab plan``: every (t, p, d, micro-batch) ranked; those that do not fit skipped."""
-    from simulator.megatron_plan import plan
+    from tqdm import tqdm
+
+    from simulator.megatron_plan import plan, screen
 
     _positive(args, "gpus", "global_batch", "max_tp", "top")
+    if args.gpus > MAX_GPUS:
+        raise UsageError(f"invalid --gpus {args.gpus}: plan takes at most {MAX_GPUS} GPUs (the "
+                         f"cluster alone would need about {format_size(args.gpus * BYTES_PER_GPU)}"
+                         f"); plan a smaller --gpus")
     try:
         interleave = [int(v) for v in args.interleave.split(",")]
     except ValueError:
@@ -203,9 +248,22 @@ def run_plan(args: argparse.Namespace) -> dict[str, Any]:
     if batch > MAX_PLAN_BATCH:
         raise UsageError(f"a global batch of {batch} sequences is more than plan simulates "
                          f"({MAX_PLAN_BATCH}); give --global-batch")
-    rows = plan(model, cluster, batch, max_t=args.max_tp, interleave=interleave,
-                recompute=args.recompute, sequence_parallel=args.sequence_parallel,
-                matmul_efficiency=args.matmul_efficiency)
+    options = {"max_t": args.max_tp, "interleave": interleave, "recompute": args.recompute,
+               "sequence_parallel": args.sequence_parallel,
+               "matmul_efficiency": args.matmul_efficiency}
+    screened = screen(model, cluster.devices[0], args.gpus, batch, **options)
+    fit = [r.config for r in screened if r.fits]
+    seconds, nbytes = estimate(fit)
+    check_budget(args, seconds, nbytes, f"plan on {args.gpus} GPUs ({len(fit)} configurations)",
+                 "a smaller --gpus or --global-batch, fewer --interleave values, or simulate "
+                 "megatron for one configuration")
+    bar = tqdm(total=len(fit), desc="plan", unit="config", file=sys.stderr, leave=False,
+               disable=not show_progress(args, seconds))
+    try:
+        rows = plan(model, cluster, batch, screened=screened,
+                    simulated=lambda _: bar.update(1), **options)
+    finally:
+        bar.close()
     fitting = [r.as_dict() for r in rows if r.fits]
     if not fitting:
         raise UsageError(f"no configuration of {model.name} fits on {args.gpus} GPUs of "

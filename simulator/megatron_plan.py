@@ -12,15 +12,20 @@ intensity against the pipeline bubble. :func:`plan` tries every configuration in
    (:func:`~simulator.tensor_parallel.memory_per_stage`) above the device's memory;
 3. **simulate** the rest (:func:`~simulator.tensor_parallel.simulate_megatron`, the fast
    path) and rank by throughput, sequences per second.
+
+Steps 1–2 (:func:`screen`) cost milliseconds per configuration; step 3 costs what its pipeline
+simulation costs, an event per micro-batch pass (:func:`passes`). A caller can therefore size
+the search after :func:`screen` and before any simulation (``lab.megatron`` refuses what would
+exceed a time budget), then hand the screened list to :func:`plan`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from simulator.core.hardware import Cluster
+from simulator.core.hardware import Cluster, Device
 from simulator.tensor_parallel import (
     Grid,
     MegatronConfig,
@@ -89,16 +94,49 @@ def configurations(model: GPT, gpus: int, global_batch: int, *, max_t: int = 8,
                                          matmul_efficiency=matmul_efficiency)
 
 
-def plan(model: GPT, cluster: Cluster, global_batch: int, **options: Any) -> list[Candidate]:
-    """Every configuration of :func:`configurations` on ``cluster``: the ones that fit ranked
-    by predicted throughput (fastest first), then the ones that do not fit."""
-    device = cluster.devices[0]
-    fitting, skipped = [], []
-    for config in configurations(model, cluster.world_size, global_batch, **options):
+def passes(config: MegatronConfig) -> int:
+    """Micro-batch passes one pipeline simulation of ``config`` runs, ``m·p·v`` (each a
+    forward and a backward): what simulating ``config`` costs grows with it."""
+    return config.microbatches * config.grid.p * config.interleave
+
+
+@dataclass(frozen=True)
+class Screened:
+    """One configuration of :func:`configurations` with its peak memory per GPU, bytes."""
+
+    config: MegatronConfig
+    memory_per_gpu_bytes: float
+    fits: bool
+
+
+def screen(model: GPT, device: Device, gpus: int, global_batch: int,
+           **options: Any) -> list[Screened]:
+    """Steps 1–2 of :func:`plan`: every configuration on ``gpus`` GPUs of ``device``, with its
+    memory per GPU (:func:`~simulator.tensor_parallel.memory_per_stage`) and whether it fits."""
+    rows = []
+    for config in configurations(model, gpus, global_batch, **options):
         parts = chunks(config, device.flops_per_s * config.matmul_efficiency)
         memory = max(m["total"] for m in memory_per_stage(config, parts))
-        g = config.grid
-        if memory > device.memory_bytes:
+        rows.append(Screened(config, memory, memory <= device.memory_bytes))
+    return rows
+
+
+def plan(model: GPT, cluster: Cluster, global_batch: int, *,
+         screened: Sequence[Screened] | None = None,
+         simulated: Callable[[MegatronConfig], None] | None = None,
+         **options: Any) -> list[Candidate]:
+    """Every configuration of :func:`configurations` on ``cluster``: the ones that fit ranked
+    by predicted throughput (fastest first), then the ones that do not fit.
+
+    ``screened`` is :func:`screen`'s answer if the caller has it already; ``simulated`` is
+    called after each configuration is simulated (a progress bar)."""
+    if screened is None:
+        screened = screen(model, cluster.devices[0], cluster.world_size, global_batch,
+                          **options)
+    fitting, skipped = [], []
+    for row in screened:
+        config, memory, g = row.config, row.memory_per_gpu_bytes, row.config.grid
+        if not row.fits:
             skipped.append(Candidate(g.t, g.p, g.d, config.micro_batch, config.interleave,
                                      memory, False))
             continue
@@ -106,5 +144,7 @@ def plan(model: GPT, cluster: Cluster, global_batch: int, **options: Any) -> lis
         fitting.append(Candidate(g.t, g.p, g.d, config.micro_batch, config.interleave, memory,
                                  True, r.iteration_time_s, r.tflops_per_gpu,
                                  global_batch / r.iteration_time_s))
+        if simulated is not None:
+            simulated(config)
     fitting.sort(key=lambda c: (-(c.samples_per_s or 0.0), c.t, c.p, c.micro_batch))
     return fitting + skipped
