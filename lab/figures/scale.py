@@ -105,8 +105,9 @@ def _spine_utilisation(cluster: Cluster, makespan_s: float,
                        bytes_per_channel: dict[Channel, int]) -> np.ndarray:
     """Busy fraction of every leaf↔spine channel (both directions) over the all-reduce,
     sorted, busiest first."""
-    channels = [c for key in cluster.topology.links for c in (tuple(key), tuple(key)[::-1])
-                if any(str(node).startswith("spine") for node in c)]
+    pairs = [(a, b) for a, b in map(tuple, cluster.topology.links)]
+    channels: list[Channel] = [c for a, b in pairs for c in ((a, b), (b, a))
+                               if any(str(node).startswith("spine") for node in c)]
     used = [bytes_per_channel.get(c, 0) / (HDR.bandwidth_Bps * makespan_s) for c in channels]
     return np.sort(np.array(used))[::-1]
 

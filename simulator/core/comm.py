@@ -40,7 +40,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import simpy
 
@@ -48,7 +48,9 @@ from simulator.core.engine import Trace
 from simulator.core.hardware import Cluster
 from simulator.core.host_hooks import ClusterEffects
 from simulator.core.network import Channel, Network
-from simulator.core.world import SimDeadlock, SimWork, World, direct_messages
+from simulator.core.world import SimDeadlock as SimDeadlock  # re-exported: part of the API
+from simulator.core.world import SimWork as SimWork
+from simulator.core.world import World, direct_messages
 
 SimGen = Generator[simpy.Event, Any, Any]
 """What a rank program (or a step of one) is: a generator of SimPy events."""
@@ -195,7 +197,7 @@ class SimComm:
 
         def matched(event: simpy.Event) -> None:
             del self._world.arrivals[full_key]  # matched: forget it, so long runs stay fast
-            got = event.value
+            got = cast(int, event.value)  # the bytes the sender sent
             if nbytes is not None and got != nbytes:
                 raise ValueError(f"rank {self.rank} expected {nbytes} B from rank {src} "
                                  f"(tag {tag}) but {got} B were sent")
