@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from lab.checks import available_memory_bytes
 from lab.units import UsageError, format_size, number
 
 DEFAULT_BUDGET_S = 60.0
@@ -36,14 +37,8 @@ def budget_argument(p: argparse.ArgumentParser) -> None:
 
 def available_bytes() -> float:
     """Memory this machine can still give, bytes (``MemAvailable``; ``inf`` where unknown)."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return float(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return float("inf")
+    free = available_memory_bytes()
+    return float("inf") if free is None else float(free)
 
 
 def check_budget(args: argparse.Namespace, seconds: float, nbytes: float, command: str,
