@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.figures import FIGURES, draw
+from lab.figures import FIGURES
 from lab.figures.__main__ import main
 
 TEXTBOOK = Path(__file__).resolve().parents[2] / "textbook"
@@ -19,11 +19,9 @@ DIRECTIVE = re.compile(r"^```\{figure\}\s+(\S+)\s*$", re.MULTILINE)
 
 
 @pytest.fixture(scope="module")
-def drawn(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Every figure, drawn once into a temporary folder."""
-    out = tmp_path_factory.mktemp("figures")
-    draw(out)
-    return out
+def drawn(drawn_figures: Path) -> Path:
+    """Every figure, drawn once into a temporary folder (shared with the book's build test)."""
+    return drawn_figures
 
 
 def directives(chapter: Path) -> list[str]:
