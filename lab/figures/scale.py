@@ -32,7 +32,8 @@ from simulator.collectives.all_reduce import (
     hierarchical_all_reduce,
     ring_all_reduce_fast,
 )
-from simulator.core import Cluster, Link, SimComm, Topology, run_spmd
+from simulator.collectives.fast import ring_step
+from simulator.core import Cluster, Link, Topology, run_spmd
 from simulator.core.comm import SimGen
 from simulator.core.hardware import A100_80GB
 from simulator.core.network import Channel, Node
@@ -69,17 +70,9 @@ def fat_tree(spines: int, strided: bool = False, gpus: int = GPUS) -> Cluster:
     return Cluster(name, (A100_80GB,) * gpus, Topology(gpus, links, "fat_tree", router))
 
 
-def _ring_step(comm: SimComm, nbytes: int) -> SimGen:
-    """One ring step: send ``nbytes`` right while receiving from the left."""
-    p = comm.world_size
-    outgoing = comm.isend((comm.rank + 1) % p, nbytes)
-    yield from comm.recv((comm.rank - 1) % p, nbytes)
-    yield outgoing.wait()
-
-
 def _ring(cluster: Cluster) -> tuple[float, dict[Channel, int]]:
     p = cluster.world_size
-    step = run_spmd(cluster, _ring_step, NBYTES // p, trace=False).bytes_per_channel
+    step = run_spmd(cluster, ring_step, NBYTES // p, trace=False).bytes_per_channel
     return (ring_all_reduce_fast(cluster, NBYTES),
             {c: b * 2 * (p - 1) for c, b in step.items()})
 

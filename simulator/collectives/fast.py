@@ -44,12 +44,6 @@ FastPath = Callable[..., float]
 """``fast(nbytes, itemsize=4) -> makespan_s`` of one collective on the cluster it was made for."""
 
 
-def textbook(cluster: Cluster) -> bool:
-    """No host effects on the cluster or on any of its links (the textbook tier)."""
-    return cluster.host is None and all(
-        link.host is None for link in cluster.topology.links.values())
-
-
 def _channels(topology: Topology, src: int, dst: int) -> list[Channel]:
     """The channels a message from ``src`` to ``dst`` crosses, without caching the route
     (``p·lg p`` routes would fill memory at 65,536 ranks). A pair's connection
@@ -82,7 +76,7 @@ def ring_send_links(cluster: Cluster) -> tuple[np.ndarray, np.ndarray] | None:
     ring's times are not known in advance: host effects, or a contended channel that two
     senders' ring messages cross."""
     p = cluster.world_size
-    if not textbook(cluster):
+    if not cluster.textbook_tier:
         return None
     latency, bandwidth, senders = _send_links(cluster, [(r, (r + 1) % p) for r in range(p)])
     if -1 in senders.values():
@@ -96,7 +90,7 @@ def doubling_send_links(cluster: Cluster) -> list[tuple[float, float]] | None:
     host effects, unequal reduction rates, or a step whose messages share a contended channel
     or take different times."""
     p = cluster.world_size
-    if p & (p - 1) or not textbook(cluster) or len(
+    if p & (p - 1) or not cluster.textbook_tier or len(
             {d.reduce_Bps for d in cluster.devices}) > 1:
         return None
     steps = []
@@ -111,7 +105,7 @@ def doubling_send_links(cluster: Cluster) -> list[tuple[float, float]] | None:
 # ---- the ring ----------------------------------------------------------------------------
 
 
-def _ring_step(comm: SimComm, nbytes: int) -> SimGen:
+def ring_step(comm: SimComm, nbytes: int) -> SimGen:
     """One ring step alone: send ``nbytes`` right, receive from the left; return the arrival."""
     p = comm.world_size
     outgoing = comm.isend((comm.rank + 1) % p, nbytes)
@@ -172,7 +166,7 @@ def ring_phases_fast(cluster: Cluster, nbytes: int, itemsize: int = 4,
         latency, bandwidth = links
         send_s = latency[None, :] + distinct[:, None] / bandwidth[None, :]
     else:
-        send_s = np.array([np.roll(run_spmd(cluster, _ring_step, int(b), trace=False).returns,
+        send_s = np.array([np.roll(run_spmd(cluster, ring_step, int(b), trace=False).returns,
                                    -1) for b in distinct])  # [size index, rank] -> seconds
     reduce_s = np.array([[cluster.reduce_s(r, int(b)) for r in range(p)] for b in distinct])
     steps = (p - 1) * (int(reduce_scatter) + int(all_gather))

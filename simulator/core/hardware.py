@@ -98,6 +98,12 @@ class Cluster:
                              f"{self.topology.world_size}-rank topology")
 
     @property
+    def textbook_tier(self) -> bool:
+        """No host effects on the cluster or on any of its links: the textbook's model only."""
+        return self.host is None and all(
+            link.host is None for link in self.topology.links.values())
+
+    @property
     def world_size(self) -> int:
         """Number of ranks."""
         return len(self.devices)

@@ -88,6 +88,5 @@ def direct_messages(cluster: Cluster) -> bool:
     on the message's arrival: two events a message instead of about eight. Where a host effect
     counts what is in flight at an instant, or a ``fifo`` queue serves in arrival order, the
     processes keep the order they always had."""
-    return cluster.host is None and all(
-        link.host is None and link.contention != "fifo"
-        for link in cluster.topology.links.values())
+    return cluster.textbook_tier and all(
+        link.contention != "fifo" for link in cluster.topology.links.values())
