@@ -273,6 +273,8 @@ def _check_value(name: str, kind: str, value: Any, bad: Callable[[str], Exceptio
             raise bad(f"{name} must be finite, not {v!r}")
         if name in _POSITIVE and v <= 0:
             raise bad(f"{name} must be above zero, not {v!r}")
+        if name == "fit_rel_residuals" and v <= -1:  # (fit − measured)/measured: fit > 0
+            raise bad(f"{name} must be above -1 (a fitted time is positive), not {v!r}")
         if name != "fit_rel_residuals" and v < 0:
             raise bad(f"{name} must not be negative, not {v!r}")
 
