@@ -14,7 +14,13 @@ Where the world comes from (in this order):
    ``HOROVOD_CROSS_RANK``, ``HOROVOD_CROSS_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``: a gloo
    group is built on a TCP store hosted by rank 0 (listening on ``MASTER_ADDR`` only,
    :mod:`backends.rendezvous`), with the lab's short timeout;
-3. otherwise a world of one process.
+3. otherwise the environment ``torchrun`` sets (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``,
+   ``MASTER_PORT``; torchrun's agent hosts the store): Horovod's world is torchrun's — the
+   "ssh-less" way to run a Horovod script on several machines, one ``torchrun`` per node;
+4. otherwise a world of one process — but only if no launcher says otherwise: where MPI,
+   PMI or Slurm announce a world of several processes (``OMPI_COMM_WORLD_SIZE``,
+   ``PMI_SIZE``, ``SLURM_NTASKS``) without one of the environments above, ``init`` refuses in
+   one line rather than train one separate copy per process.
 
 Either way ``init`` builds two gloo groups of its own over Horovod's ranks, on the world's
 store: the *data* group for the collectives on tensors and the *control* group for the
@@ -158,8 +164,22 @@ def _env_int(env: Mapping[str, str], name: str) -> int:
         raise ValueError(f"{name} must be a whole number, got {env[name]!r}") from None
 
 
+OTHER_LAUNCHERS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
+"""Variables by which MPI (Open MPI), PMI (MPICH, Intel MPI) and Slurm tell a process how
+many processes were started with it."""
+
+
+def _env_world(env: Any, name: str) -> int:
+    """The world size a launcher's variable states (1 when unset or unreadable)."""
+    try:
+        return int(env.get(name, "1"))
+    except ValueError:
+        return 1
+
+
 def _init_default_group(timeout_s: float) -> bool:
-    """Initialise torch.distributed from horovodrun's environment (or a world of one).
+    """Initialise torch.distributed from horovodrun's or torchrun's environment (or a
+    world of one; see the module docstring for the order).
 
     Returns True if a group was created here (and must be destroyed at shutdown)."""
     import torch.distributed as dist
@@ -169,6 +189,17 @@ def _init_default_group(timeout_s: float) -> bool:
     env = os.environ
     timeout = datetime.timedelta(seconds=timeout_s)
     if "HOROVOD_RANK" not in env:
+        if _env_world(env, "WORLD_SIZE") > 1:  # torchrun: its agent's store, its world
+            apply_rank_sched()
+            dist.init_process_group("gloo", init_method="env://", timeout=timeout)
+            return True
+        for name in OTHER_LAUNCHERS:
+            if _env_world(env, name) > 1:
+                raise ValueError(
+                    f"hvd.init(): {name}={env[name]} says this process is one of several, but "
+                    "the environment Horovod needs is missing; start the script with the lab's "
+                    "horovodrun (python -m backends.horovod.runner) or torchrun, or call "
+                    "torch.distributed.init_process_group before hvd.init()")
         dist.init_process_group("gloo", store=dist.HashStore(),  # type: ignore[attr-defined]
                                 rank=0, world_size=1, timeout=timeout)
         return True
