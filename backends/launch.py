@@ -33,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import datetime
-import importlib
 import multiprocessing as mp
 import os
 import signal
@@ -275,6 +274,10 @@ def spawn(fn: Callable[..., Any], world_size: int, *args: Any, backend: str = "a
     if world_size < 1:
         raise ValueError(f"world size must be at least 1, got {world_size}")
     rank_sched_policy({**os.environ, **(env or {})})  # a bad policy fails here, not in a rank
+    from backends.torchrun import attached, run_in_place
+
+    if attached():  # torchrun started the ranks: this process is one of them
+        return run_in_place(fn, world_size, args, env or {})
     if network == "shaped":
         from backends.shaped import spawn_shaped
 
@@ -352,49 +355,7 @@ def _reap(procs: list[Any], grace_s: float = 3.0) -> None:
             proc.join()
 
 
-# ---- torchrun entry point --------------------------------------------------------------------
+if __name__ == "__main__":  # torchrun ... -m backends.launch MODULE:FUNCTION [ARG ...]
+    from backends.torchrun import torchrun_main
 
-def init_from_env(timeout: float = DEFAULT_TIMEOUT_S, backend: str = "auto") -> None:
-    """Initialise the default process group from torchrun's environment, with a short timeout."""
-    import torch.distributed as dist
-
-    if not dist.is_initialized():
-        apply_rank_sched()
-        dist.init_process_group(resolve_backend(backend),
-                                timeout=datetime.timedelta(seconds=timeout))
-
-
-def _load(target: str) -> Callable[..., Any]:
-    module, _, name = target.partition(":")
-    if not name:
-        raise SystemExit(f"error: expected MODULE:FUNCTION, got {target!r}")
-    fn = getattr(importlib.import_module(module), name, None)
-    if not callable(fn):
-        raise SystemExit(f"error: {module} has no function {name!r}")
-    return fn  # type: ignore[no-any-return]
-
-
-def torchrun_main(argv: list[str] | None = None) -> None:
-    """``torchrun ... -m backends.launch MODULE:FUNCTION [ARG ...]``: run one rank function.
-
-    Integer-looking arguments are passed as ints. Each rank prints ``rank R: <return value>``.
-    """
-    argv = sys.argv[1:] if argv is None else argv
-    if not argv:
-        raise SystemExit("usage: torchrun ... -m backends.launch MODULE:FUNCTION [ARG ...]")
-    import torch.distributed as dist
-
-    fn = _load(argv[0])
-    args = [int(a) if a.lstrip("-").isdigit() else a for a in argv[1:]]
-    init_from_env()
-    try:
-        value = fn(*args)
-        # one write per line, so the ranks' lines do not interleave on a shared terminal
-        sys.stdout.write(f"rank {dist.get_rank()}: {value}\n")
-        sys.stdout.flush()
-    finally:
-        dist.destroy_process_group()
-
-
-if __name__ == "__main__":
     torchrun_main()

@@ -38,6 +38,7 @@ from lab.checks import (
     check_sweep,
 )
 from lab.cli_launchers import cmd_grade, cmd_horovodrun, cmd_store_demo
+from lab.strategy_cli import list_twins
 from lab.tables import format_table
 from lab.units import UsageError, parse_sizes, parse_worlds, usage_line, whole
 from simulator.core.calibration import Calibration
@@ -112,6 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "(checked before measuring; existing files are kept unless --force)")
     p.add_argument("--force", action="store_true", help="let --out replace files of the same "
                    "names")
+    p.add_argument("--measured", help="compare the records python -m lab.run wrote in this "
+                   "folder (torchrun, one machine or several) instead of measuring here")
     p = sub.add_parser("report", help="the tour: calibrate, compare every twin, write a report")
     p.add_argument("--out", default="report", help="output folder (default: report): new, "
                    "empty, or a report written before, which is replaced; a folder holding "
@@ -163,13 +166,6 @@ def _emit(args: argparse.Namespace, doc: Any, table: list[dict[str, Any]],
         print(json.dumps(doc, indent=2))
         return
     print(format_table(table, columns))
-
-
-def cmd_list(args: argparse.Namespace) -> None:
-    """``distml-lab list`` (:func:`lab.strategy_cli.list_twins`)."""
-    from lab.strategy_cli import list_twins
-
-    list_twins(args)
 
 
 def cmd_calibrate(args: argparse.Namespace) -> None:
@@ -271,6 +267,7 @@ def cmd_run(args: argparse.Namespace) -> None:
 def cmd_compare(args: argparse.Namespace) -> None:
     """``distml-lab compare``."""
     from lab.compare import compare, ensure_calibrated
+    from lab.measured import show_measured
     from lab.outputs import check_new_files
     from lab.records import median_abs_error, records_as_dicts, write_csv, write_json
     from lab.strategies import get_strategy
@@ -278,6 +275,8 @@ def cmd_compare(args: argparse.Namespace) -> None:
     from simulator.core.calibration import check_writable
     from simulator.host.factory import tiers_of
 
+    if args.measured is not None:
+        return show_measured(args)
     strategy = get_strategy(args.twin)
     if strategy is not None:
         compare_strategy(args, strategy)
@@ -358,7 +357,7 @@ def cmd_plan(args: argparse.Namespace) -> None:
     print(json.dumps(doc, indent=2) if args.json else plan_table(doc, args.top))
 
 
-COMMANDS = {"list": cmd_list, "calibrate": cmd_calibrate, "simulate": cmd_simulate,
+COMMANDS = {"list": list_twins, "calibrate": cmd_calibrate, "simulate": cmd_simulate,
             "run": cmd_run, "compare": cmd_compare, "report": cmd_report,
             "store-demo": cmd_store_demo, "plan": cmd_plan, "grade": cmd_grade}
 """Each subcommand's function (``horovodrun``, which returns its job's exit status, apart)."""

@@ -1,0 +1,63 @@
+"""Several machines, proven on one: two ``torchrun`` agents as two nodes (``--nnodes 2``, c10d
+rendezvous) run a twin's measurement with ``python -m lab.run``, calibrate the same world, and
+``distml-lab compare --measured`` puts the prediction for that cluster beside it."""
+
+import json
+
+import pytest
+
+from lab.cli import main
+from tests.lab.torchrun_nodes import run_nodes
+
+
+@pytest.mark.slow
+def test_two_agents_measure_a_collective_and_compare_predicts_their_cluster(tmp_path, capsys):
+    out = tmp_path / "measured"
+    agents = run_nodes(2, 1, ["lab.run", "all_reduce.ring", "--sizes", "64KiB,1MiB",
+                              "--repeats", "5", "--calibrate", "--quick-calibration",
+                              "--out", str(out)], timeout_s=240)
+    assert all(a.returncode == 0 for a in agents), [a.stderr[-1500:] for a in agents]
+    doc = json.loads((out / "all_reduce.ring.json").read_text())
+    assert doc["cluster"]["nodes"] == 2 and doc["cluster"]["world"] == 2
+    assert sorted(r["node"] for r in doc["cluster"]["ranks"]) == [0, 1]
+    assert [r["bytes"] for r in doc["records"]] == [65536, 1048576]
+    assert (out / "calibration.json").exists()
+    assert main(["compare", "all_reduce.ring", "--measured", str(out), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["records"]
+    assert [r["bytes"] for r in rows] == [65536, 1048576]
+    for row, measured in zip(rows, doc["records"], strict=True):
+        assert row["measured_median_s"] == measured["measured_median_s"]
+        assert row["predicted_s"] > 0
+        assert row["rel_error"] == pytest.approx(
+            (row["predicted_s"] - row["measured_median_s"]) / row["measured_median_s"])
+
+
+@pytest.mark.slow
+def test_a_strategy_twin_runs_on_two_agents(tmp_path, capsys):
+    out = tmp_path / "measured"
+    agents = run_nodes(2, 1, ["lab.run", "ddp", "--quick", "--repeats", "3", "--out",
+                              str(out)], timeout_s=240)
+    assert all(a.returncode == 0 for a in agents), [a.stderr[-1500:] for a in agents]
+    records = json.loads((out / "ddp.json").read_text())["records"]
+    assert records and all(r["world"] == 2 and r["measured_median_s"] > 0 for r in records)
+
+
+def test_lab_run_refuses_bad_input_before_joining(tmp_path, monkeypatch, capsys):
+    from lab.run import main as run_main
+
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setattr("backends.torchrun.attach", lambda *a, **k: pytest.fail("joined"))
+    assert run_main(["no_such_twin", "--out", str(tmp_path / "m")]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    assert run_main(["ps.bsp", "--out", str(tmp_path / "m")]) == 2  # 1+S+W never equals 2
+    assert "cannot run on 2 processes" in capsys.readouterr().err
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "ddp.json").write_text("{}")
+    assert run_main(["ddp", "--out", str(tmp_path / "m")]) == 2  # never overwrite
+    assert (tmp_path / "m" / "ddp.json").read_text() == "{}"
+
+
+def test_compare_measured_refuses_a_folder_without_records(tmp_path, capsys):
+    assert main(["compare", "ddp", "--measured", str(tmp_path)]) == 2
+    assert "no readable ddp.json" in capsys.readouterr().err
