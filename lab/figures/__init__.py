@@ -12,6 +12,8 @@ same bytes on any machine. One module per part of the book:
 * :mod:`~lab.figures.data_parallel` — chapters 4–7;
 * :mod:`~lab.figures.pipeline` — chapters 8–11;
 * :mod:`~lab.figures.model_parallel` — chapters 12–14;
+* :mod:`~lab.figures.tensorflow` — chapters 15–16 (TensorFlow's runtime);
+* :mod:`~lab.figures.strategies` — chapters 17–19 (distribution strategies);
 * :mod:`~lab.figures.canvas` — saving, and the schedule chart they share.
 """
 
@@ -27,11 +29,13 @@ from lab.figures import (
     model_parallel,
     pipeline,
     scale,
+    tensorflow,
 )
 from lab.figures.canvas import Registry, save
 
 FIGURES: Registry = {**foundations.FIGURES, **collectives.FIGURES, **scale.FIGURES,
-                     **data_parallel.FIGURES, **pipeline.FIGURES, **model_parallel.FIGURES}
+                     **data_parallel.FIGURES, **pipeline.FIGURES, **model_parallel.FIGURES,
+           **tensorflow.FIGURES}
 """Every figure: file name stem → (chapter, drawing function)."""
 
 
