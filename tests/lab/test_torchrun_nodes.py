@@ -3,9 +3,11 @@ rendezvous) run a twin's measurement with ``python -m lab.run``, calibrate the s
 ``distml-lab compare --measured`` puts the prediction for that cluster beside it."""
 
 import json
+import os
 
 import pytest
 
+from backends.shaped import lab_namespaces, missing
 from lab.cli import main
 from tests.lab.torchrun_nodes import run_nodes
 
@@ -61,3 +63,19 @@ def test_lab_run_refuses_bad_input_before_joining(tmp_path, monkeypatch, capsys)
 def test_compare_measured_refuses_a_folder_without_records(tmp_path, capsys):
     assert main(["compare", "ddp", "--measured", str(tmp_path)]) == 2
     assert "no readable ddp.json" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(missing() is not None, reason=f"shaped network unavailable: {missing()}")
+def test_two_agents_in_their_own_namespaces_cross_a_real_shaped_link(tmp_path):
+    out = tmp_path / "measured"
+    agents = run_nodes(2, 1, ["lab.run", "all_reduce.ring", "--sizes", "1MiB", "--repeats",
+                              "3", "--out", str(out)], timeout_s=240, shaped="100mbit")
+    assert all(a.returncode == 0 for a in agents), [a.stderr[-1500:] for a in agents]
+    doc = json.loads((out / "all_reduce.ring.json").read_text())
+    assert doc["cluster"]["nodes"] == 2
+    # a 2-rank ring all-reduce sends n bytes from each rank ((p-1)/p · n, twice): through a
+    # 100 Mbit/s port that cannot take less than n·8/1e8 s — a bound of physics, not a fit
+    (record,) = doc["records"]
+    assert record["measured_median_s"] >= 2**20 * 8 / 100e6
+    assert not [ns for ns in lab_namespaces() if ns.startswith(f"dml{os.getpid()}t-")]

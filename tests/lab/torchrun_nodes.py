@@ -23,24 +23,53 @@ def free_port() -> int:
 
 
 def run_nodes(nodes: int, per_node: int, module_args: Sequence[str], timeout_s: float,
-              run_id: str = "distml-test") -> list[subprocess.CompletedProcess[str]]:
+              run_id: str = "distml-test", shaped: str | None = None
+              ) -> list[subprocess.CompletedProcess[str]]:
     """``torchrun --nnodes nodes --nproc-per-node per_node -m MODULE_ARGS…`` as ``nodes``
     agents started side by side; returns each agent's completed process (output captured).
-    Agents still running after ``timeout_s`` are killed with their ranks."""
-    port = free_port()
+    Agents still running after ``timeout_s`` are killed with their ranks.
+
+    ``shaped`` (a rate such as ``"100mbit"``; needs root): each agent, with its ranks, runs in
+    its own network namespace of :class:`backends.shaped.ShapedNetwork`, one "machine" per
+    namespace on a rate-limited switch port — the rendezvous, the store and gloo's traffic all
+    cross the shaped links, node 0's address the rendezvous endpoint."""
+    if shaped is None:
+        return _agents(nodes, per_node, module_args, timeout_s, run_id, "127.0.0.1", None)
+    from backends.shaped import RANK_IFNAME, ShapedNetwork
+    from simulator.core.shaped import parse_rate
+
+    with ShapedNetwork([parse_rate(shaped)] * nodes, tag="t") as net:
+        return _agents(nodes, per_node, module_args, timeout_s, run_id, net.rank_addr(0),
+                       [(net.rank_ns(k), net.rank_addr(k)) for k in range(nodes)], RANK_IFNAME)
+
+
+def _agents(nodes: int, per_node: int, module_args: Sequence[str], timeout_s: float,
+            run_id: str, host: str, namespaces: list[tuple[str, str]] | None,
+            ifname: str = "lo"
+            ) -> list[subprocess.CompletedProcess[str]]:
+    port = free_port() if namespaces is None else 29400  # a fresh namespace has it free
     command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(nodes),
                "--nproc-per-node", str(per_node), "--rdzv-backend", "c10d",
-               "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", run_id,
+               "--rdzv-endpoint", f"{host}:{port}", "--rdzv-id", run_id,
                "--max-restarts", "0", "-m", *module_args]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    agents = [subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+    if namespaces is not None:  # gloo on the namespace's link, not on lo
+        env.update({"GLOO_SOCKET_IFNAME": ifname, "TP_SOCKET_IFNAME": ifname})
+    # in a namespace torchrun cannot tell it owns the endpoint's address, nor which address
+    # its ranks' store should announce: say who hosts the rendezvous, and each node's address
+    starts = ([["ip", "netns", "exec", ns, *command[:-len(module_args) - 1],
+                "--rdzv-conf", f"is_host={str(k == 0).lower()}", "--local-addr", addr,
+                "-m", *module_args] for k, (ns, addr) in enumerate(namespaces)]
+              if namespaces is not None else [command] * nodes)
+    agents = [subprocess.Popen(start, cwd=ROOT, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, start_new_session=True)
-              for _ in range(nodes)]
+              for start in starts]
     done = []
     try:
         for agent in agents:
             out, err = agent.communicate(timeout=timeout_s)
-            done.append(subprocess.CompletedProcess(command, agent.returncode, out, err))
+            done.append(subprocess.CompletedProcess(agent.args, agent.returncode, out,
+                                                    err))
     finally:
         for agent in agents:  # each agent leads its own session: kill it with its ranks
             if agent.poll() is None:
