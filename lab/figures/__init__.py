@@ -29,13 +29,14 @@ from lab.figures import (
     model_parallel,
     pipeline,
     scale,
+    strategies,
     tensorflow,
 )
 from lab.figures.canvas import Registry, save
 
 FIGURES: Registry = {**foundations.FIGURES, **collectives.FIGURES, **scale.FIGURES,
                      **data_parallel.FIGURES, **pipeline.FIGURES, **model_parallel.FIGURES,
-           **tensorflow.FIGURES}
+           **tensorflow.FIGURES, **strategies.FIGURES}
 """Every figure: file name stem → (chapter, drawing function)."""
 
 
