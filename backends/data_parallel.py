@@ -47,6 +47,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from backends.device import local_devices
 from simulator.core.engine import Trace
 
 DeviceLike = torch.device | str | int
@@ -292,20 +293,14 @@ def gather(outputs: Sequence[Tensor], target_device: DeviceLike, dim: int = 0,
 
 # ---- the module -------------------------------------------------------------------------------
 
-def default_devices() -> list[torch.device]:
-    """Every visible CUDA device, or one CPU when there is none."""
-    if torch.cuda.is_available() and torch.cuda.device_count() > 0:
-        return [torch.device("cuda", i) for i in range(torch.cuda.device_count())]
-    return [torch.device("cpu")]
-
-
 class DataParallel(nn.Module):
     """``torch.nn.DataParallel``'s algorithm: scatter, replicate, parallel apply, gather.
 
     Args:
         module: the model, on ``devices[0]``; its parameters there are the only real ones.
         devices: one entry per replica, e.g. ``["cuda:0", "cuda:1"]`` or ``["cpu"] * 4``
-            (default: :func:`default_devices`). The first is where outputs are gathered.
+            (default: :func:`backends.device.local_devices`, every visible GPU, else the CPU).
+            The first is where outputs are gathered.
         dim: the batch dimension scattered and gathered.
 
     ``trace``, when set to a :class:`~simulator.core.engine.Trace`, receives a span per step
@@ -316,7 +311,7 @@ class DataParallel(nn.Module):
                  dim: int = 0) -> None:
         super().__init__()
         self.module = module
-        self.devices = [torch.device(d) for d in devices] if devices else default_devices()
+        self.devices = [torch.device(d) for d in devices] if devices else local_devices()
         self.dim = dim
         self.trace: Trace | None = None
         for t in [*module.parameters(), *module.buffers()]:

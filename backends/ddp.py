@@ -52,6 +52,7 @@ import torch.distributed as dist
 from torch import nn
 
 from backends.ddp_join import Join, JoinHook
+from backends.device import device, on_device, to_device
 from backends.trace import Tracer
 from simulator.ddp import assign_buckets, bucket_caps
 
@@ -64,7 +65,7 @@ class Bucket:
         self.params = params
         self.indices = indices  # positions in the Reducer's parameter list
         self.numel = sum(p.numel() for p in params)
-        self.buffer = torch.zeros(self.numel, dtype=params[0].dtype)
+        self.buffer = torch.zeros(self.numel, dtype=params[0].dtype, device=params[0].device)
         self.views: list[torch.Tensor] = []
         offset = 0
         for p in params:
@@ -100,7 +101,7 @@ class Reducer:
         self.expect_hooks = False
         self.next_bucket = 0
         self.finalize_queued = False
-        self.used = torch.zeros(len(params), dtype=torch.int32)
+        self.used = torch.zeros(len(params), dtype=torch.int32, device=device())
         self.handles = [p.register_post_accumulate_grad_hook(  # type: ignore[no-untyped-call]
             self._hook(i)) for i, p in enumerate(params)]
 
@@ -231,7 +232,8 @@ class DistributedDataParallel(nn.Module):
     """Wraps ``module``; its backward leaves gradients averaged over the ranks of ``group``.
 
     Args:
-        module: the model replica of this rank.
+        module: the model replica of this rank; moved to the rank's device
+            (:func:`backends.device.device`), where :meth:`forward` moves its inputs too.
         process_group: the ranks that train together (``None``: all).
         bucket_cap_mb: bucket cap, MiB (``None``: 25, with a 1 MiB first bucket).
         find_unused_parameters: walk the graph after forward and mark parameters it does not
@@ -247,7 +249,7 @@ class DistributedDataParallel(nn.Module):
                  broadcast_buffers: bool = True, tracer: Tracer | None = None,
                  overlap: bool = True) -> None:
         super().__init__()
-        self.module = module
+        self.module = module = on_device(module)
         self.process_group = process_group
         self.broadcast_buffers = broadcast_buffers
         self.require_backward_grad_sync = True
@@ -269,7 +271,7 @@ class DistributedDataParallel(nn.Module):
         Join.notify_join_context(self)
         if self.broadcast_buffers:
             self._sync_buffers()
-        output = self.module(*args, **kwargs)
+        output = self.module(*to_device(args), **to_device(kwargs))
         if torch.is_grad_enabled() and self.require_backward_grad_sync:
             self.reducer.prepare_for_backward(output)
         return output
@@ -311,7 +313,7 @@ class DistributedDataParallel(nn.Module):
         """Broadcast the parameters of a rank that trained to the end (the highest last joiner):
         ranks that joined early skipped the last optimizer steps."""
         me = dist.get_rank()
-        candidate = torch.tensor([me if is_last_joiner else -1])
+        candidate = torch.tensor([me if is_last_joiner else -1], device=device())
         dist.all_reduce(candidate, op=dist.ReduceOp.MAX, group=self.process_group)
         with torch.no_grad():
             for tensor in [*self.module.parameters(), *self.module.buffers()]:

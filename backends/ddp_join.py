@@ -31,6 +31,8 @@ from typing import Any, ClassVar, Protocol
 import torch
 import torch.distributed as dist
 
+from backends.device import device
+
 
 @dataclass(frozen=True)
 class JoinHook:
@@ -74,10 +76,10 @@ class Join:
         join = Join._current
         if join is None or not join.enable or joinable is not join.joinables[0]:
             return
-        dist.all_reduce(torch.ones(1, dtype=torch.int64), group=join.group)
+        dist.all_reduce(torch.ones(1, dtype=torch.int64, device=device()), group=join.group)
 
     def _still_training(self) -> int:
-        count = torch.zeros(1, dtype=torch.int64)
+        count = torch.zeros(1, dtype=torch.int64, device=device())
         dist.all_reduce(count, group=self.group)
         return int(count)
 

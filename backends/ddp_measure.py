@@ -57,8 +57,12 @@ def overlap_interference(count: int = 150, nbytes: int = COMM_SEGMENT_BYTES,
     import torch
     import torch.distributed as dist
 
-    x, w = torch.randn(32, 1024), torch.randn(1024, 1024)
-    send, recv = torch.zeros(nbytes, dtype=torch.uint8), torch.empty(nbytes, dtype=torch.uint8)
+    from backends.device import device
+
+    on = device()
+    x, w = torch.randn(32, 1024, device=on), torch.randn(1024, 1024, device=on)
+    send = torch.zeros(nbytes, dtype=torch.uint8, device=on)
+    recv = torch.empty(nbytes, dtype=torch.uint8, device=on)
     alone_comm, both_comm, mm_rate, both_mm = [], [], [], []
     for work in _post_exchanges(send, recv, 5):
         work.wait()
@@ -116,14 +120,15 @@ def _models(build: Build, widths: Sequence[int], caps: Sequence[float | None], b
     from torch.nn.parallel import DistributedDataParallel as TorchDDP
 
     from backends.ddp import DistributedDataParallel
+    from backends.device import device, on_device
 
     gen = torch.Generator().manual_seed(dist.get_rank())
-    x = torch.randn(batch, widths[0], generator=gen)
-    y = torch.randn(batch, widths[-1], generator=gen)
+    x = torch.randn(batch, widths[0], generator=gen).to(device())
+    y = torch.randn(batch, widths[-1], generator=gen).to(device())
     steps = []
     for cap in caps:
         for name in which:
-            net = build(widths)
+            net = on_device(build(widths))
             ddp = (TorchDDP(net, bucket_cap_mb=cap) if name == "pytorch" else
                    DistributedDataParallel(net, bucket_cap_mb=cap, overlap=name == "ours"))
             opt = torch.optim.SGD(ddp.parameters(), lr=1e-3)
@@ -154,13 +159,15 @@ def measured_timeline(build: Build, widths: Sequence[int], batch: int,
     import torch.distributed as dist
 
     from backends.ddp import DistributedDataParallel
+    from backends.device import to_device
     from backends.trace import Tracer
 
     tracer = Tracer()
     model = DistributedDataParallel(build(widths), bucket_cap_mb=bucket_cap_mb, tracer=tracer)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     gen = torch.Generator().manual_seed(dist.get_rank())
-    x, y = torch.randn(batch, widths[0], generator=gen), torch.randn(batch, widths[-1])
+    x, y = to_device((torch.randn(batch, widths[0], generator=gen),
+                      torch.randn(batch, widths[-1])))
     for _ in range(steps):
         dist.barrier()
         tracer.trace.spans.clear()
@@ -184,6 +191,7 @@ def train_uneven(build: Build, batches_per_rank: Sequence[int],
 
     from backends.ddp import DistributedDataParallel
     from backends.ddp_join import Join
+    from backends.device import device
 
     model = DistributedDataParallel(build((32, 64, 8)), bucket_cap_mb=0.01)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -194,7 +202,7 @@ def train_uneven(build: Build, batches_per_rank: Sequence[int],
         nonlocal steps
         for _ in range(batches_per_rank[rank]):
             opt.zero_grad()
-            model(torch.randn(16, 32)).square().mean().backward()
+            model(torch.randn(16, 32, device=device())).square().mean().backward()
             opt.step()
             steps += 1
 

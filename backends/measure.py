@@ -4,7 +4,8 @@ Real timings on a shared machine are noisy, so every measurement is a distributi
 repeat starts with all ranks leaving a barrier together, every rank times the operation, and
 the repeat's time is the slowest rank's (an operation is done when the last rank is done).
 We report the median and the 10th/90th percentiles — never the mean, which one preempted
-repeat can drag anywhere.
+repeat can drag anywhere. On a GPU (:func:`backends.device.device`) the device is synchronized
+before each clock read, since CUDA kernels return to the host before they have run.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+
+from backends.device import device, synchronizer
 
 
 @dataclass(frozen=True)
@@ -90,13 +93,16 @@ def measure_many(fns: Sequence[Callable[[], Any]], repeats: int = 10, warmup: in
     """
     if repeats < 1:
         raise ValueError(f"repeats must be at least 1, got {repeats}")
-    elapsed = torch.zeros(1, dtype=torch.float64)
+    elapsed = torch.zeros(1, dtype=torch.float64, device=device())
+    synchronize = synchronizer()
 
     def timed(fn: Callable[[], Any], calls: int) -> float:
         dist.barrier(group=group)
+        synchronize()
         start = time.perf_counter()
         for _ in range(calls):
             fn()
+        synchronize()
         elapsed[0] = time.perf_counter() - start
         dist.all_reduce(elapsed, op=dist.ReduceOp.MAX, group=group)
         return float(elapsed[0])
@@ -116,9 +122,12 @@ def median_time(fn: Callable[[], Any], repeats: int = 10, warmup: int = 2) -> fl
     """Median seconds of ``fn()`` in *this* process alone (no group, no barrier): for the
     one-process primitives a prediction is built from (a layer's forward, an optimizer step)."""
     samples = []
+    synchronize = synchronizer()
     for k in range(warmup + repeats):
+        synchronize()
         start = time.perf_counter()
         fn()
+        synchronize()
         if k >= warmup:
             samples.append(time.perf_counter() - start)
     return statistics.median(samples)

@@ -24,7 +24,10 @@ Three programs, all driven from rank 0 (the *driver*) with the others as *worker
 
 :func:`init_rpc` starts RPC inside a process group made by :func:`backends.launch.spawn` (its
 rendezvous store listens on loopback, its port agreed over that group), with a short timeout;
-:func:`shutdown` stops it.
+:func:`shutdown` stops it. Every rank computes on its device (:func:`backends.device.device`):
+on GPUs each agent is given a *device map* per peer (TensorPipe's ``set_device_map``: my
+``cuda:i`` → its ``cuda:j``), so CUDA tensors cross RPC device to device and replies come back
+along the inverse map; stages, servers and trainers put their modules and inputs there.
 Times are seconds, sizes bytes.
 """
 
@@ -44,6 +47,7 @@ from torch import nn
 from torch.distributed.optim import DistributedOptimizer
 from torch.distributed.rendezvous import register_rendezvous_handler
 
+from backends.device import device, on_device, to_device
 from backends.rendezvous import group_store
 from backends.trace import Tracer, span
 
@@ -73,11 +77,19 @@ def init_rpc(timeout_s: float = DEFAULT_RPC_TIMEOUT_S) -> None:
 
     The rendezvous store listens on loopback (:func:`_group_rendezvous`); each rank's
     TensorPipe agent listens on the interface ``TP_SOCKET_IFNAME`` names, which
-    :func:`backends.launch.spawn` sets to ``lo``."""
+    :func:`backends.launch.spawn` sets to ``lo``. On CUDA every rank's GPU index is shared
+    over the process group and each peer gets a device map (mine → its)."""
     rank, world = dist.get_rank(), dist.get_world_size()
     options = rpc.TensorPipeRpcBackendOptions(
         init_method=f"distml-group://?timeout_s={timeout_s:g}", rpc_timeout=timeout_s,
         num_worker_threads=8)
+    mine = device()
+    if mine.type == "cuda":
+        indices: list[Any] = [None] * world
+        dist.all_gather_object(indices, mine.index)
+        for peer, index in enumerate(indices):
+            if peer != rank:
+                options.set_device_map(worker_name(peer), {mine.index: index})
     rpc.init_rpc(worker_name(rank), rank=rank, world_size=world,  # type: ignore[no-untyped-call]
                  rpc_backend_options=options)
 
@@ -96,7 +108,7 @@ class Stage(nn.Module):
     def __init__(self, factory: Callable[[], nn.Module], index: int = 0,
                  trace: bool = False) -> None:
         super().__init__()
-        self.net = factory()
+        self.net = on_device(factory())
         self.lock = threading.Lock()
         self.busy_s = 0.0
         self.index = index
@@ -107,6 +119,7 @@ class Stage(nn.Module):
         """Run the stage on ``x`` (a tensor, or an RRef to one held elsewhere)."""
         if not isinstance(x, torch.Tensor):  # an RRef (a PyRRef once it crossed the wire)
             x = x.to_here()
+        x = to_device(x)
         with self.lock, self.tracer.span("compute", f"forward {self.index}"):
             start = time.perf_counter()
             out = self.net(x)
@@ -224,6 +237,7 @@ def train_split(model: SplitModel, batches: Sequence[tuple[torch.Tensor, torch.T
     losses = []
     for x, y in batches:
         start = time.perf_counter()
+        x, y = to_device((x, y))
         with dist_autograd.context() as ctx:
             with span(tracer, "rpc", "forward"):
                 out = model.forward(x) if microbatches is None else model.pipelined_forward(
@@ -252,7 +266,7 @@ class RpcParameterServer:
     """
 
     def __init__(self, factory: Callable[[], nn.Module], trainers: int, lr: float) -> None:
-        self.model = factory()
+        self.model = on_device(factory())
         self.trainers, self.lr = trainers, lr
         self.lock = threading.Lock()
         self.pending: list[list[torch.Tensor]] = []
@@ -290,10 +304,10 @@ def _ps_parameters(ps_rref: rpc.RRef[Any]) -> list[torch.Tensor]:
 def run_trainer(ps_rref: rpc.RRef[Any], factory: Callable[[], nn.Module],
                 batches: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> list[float]:
     """A trainer: pull, compute the gradient of its batch, push-and-pull, repeat."""
-    model = factory()
+    model = on_device(factory())
     params = rpc.rpc_sync(ps_rref.owner(), _ps_parameters, args=(ps_rref,))
     losses = []
-    for x, y in batches:
+    for x, y in to_device(list(batches)):
         with torch.no_grad():
             for p, new in zip(model.parameters(), params, strict=True):
                 p.copy_(new)

@@ -22,6 +22,7 @@ import torch.distributed as dist
 import torch.distributed.rpc as rpc
 from torch import nn
 
+from backends.device import device
 from backends.rpc import SplitModel, init_rpc, shutdown, train_split, worker_name
 
 
@@ -39,7 +40,7 @@ def echo_sweep(sizes: Sequence[int], repeats: int, idle_s: float) -> list[float]
             return None
         out = []
         for n in sizes:
-            buf = torch.zeros(max(n // 4, 1))
+            buf = torch.zeros(max(n // 4, 1), device=device())
             samples = []
             for k in range(3 + repeats):
                 time.sleep(idle_s)

@@ -7,7 +7,8 @@ Each program runs an untraced warm-up step first — lazy set-up (allocation, th
 collective's connection) stays out of the timeline — then one step with a
 :class:`~backends.trace.Tracer` on, and returns the spans of every rank as records of
 :class:`simulator.core.engine.Trace` on rank 0 (``None`` elsewhere where the step has a
-driver). Times from ``time.perf_counter``, s.
+driver). Times from ``time.perf_counter``, s. On a GPU (:func:`backends.device.device`) the
+device is synchronized before the traced step, so no warm-up kernel runs into it, and after it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from backends.device import synchronize
 from backends.trace import Tracer
 
 
@@ -69,9 +71,11 @@ def megatron_step_rank(fields: dict[str, Any]) -> list[dict[str, Any]]:
 def _traced_step(step: Callable[[], Any], tracer: Tracer) -> list[dict[str, Any]]:
     """An untraced warm-up ``step``, then one traced from a barrier: every rank's spans."""
     step()
+    synchronize()
     dist.barrier()
     tracer.enabled = True
     step()
+    synchronize()
     return tracer.gather().to_records()
 
 

@@ -41,6 +41,7 @@ from backends.collectives.all_gather import ring_all_gather_chunks
 from backends.collectives.all_reduce import ring_all_reduce
 from backends.collectives.comm import Comm, Group
 from backends.collectives.reduce_scatter import ring_reduce_scatter_chunks
+from backends.device import device, on_device, to_device
 from backends.trace import Tracer, span
 from simulator.collectives.chunks import chunk_bounds
 
@@ -85,7 +86,9 @@ class Zero:
     start as rank 0's, broadcast as DDP does.
 
     Args:
-        module: the model; its parameters are re-homed into flat buffers (in place).
+        module: the model; moved to the rank's device (:func:`backends.device.device`, where
+            :meth:`__call__` moves the inputs too), its parameters re-homed into flat buffers
+            there (in place).
         optimizer_class: e.g. ``torch.optim.Adam``; ``optimizer_kwargs`` go to it.
         stage: 0, 1, 2 or 3.
         group: the data-parallel team (default: the world).
@@ -97,13 +100,13 @@ class Zero:
                  **optimizer_kwargs: Any) -> None:
         if stage not in (0, 1, 2, 3):
             raise ValueError(f"ZeRO stage must be 0, 1, 2 or 3, got {stage}")
-        self.module, self.stage, self.tracer = module, stage, tracer
+        self.module, self.stage, self.tracer = on_device(module), stage, tracer
         self.comm = Comm(group, tracer)
         self.world, self.rank = self.comm.world_size, self.comm.rank
         self.units = self._build_units()
         dtype = self.units[0].full.dtype
         self._scratch = torch.empty(0 if stage <= 1 else max(u.padded for u in self.units),
-                                    dtype=dtype)
+                                    dtype=dtype, device=device())
         self._hooks: list[Any] = []
         self._broadcast_initial_state()
         if stage >= 2:
@@ -150,7 +153,7 @@ class Zero:
         if any(p.dtype != dtype for p in params):
             raise ValueError(f"module {type(module).__name__} mixes parameter dtypes")
         shard_numel = -(-numel // self.world)
-        full = torch.zeros(shard_numel * self.world, dtype=dtype)
+        full = torch.zeros(shard_numel * self.world, dtype=dtype, device=device())
         with torch.no_grad():
             for p, off in zip(params, offsets, strict=True):
                 full[off:off + p.numel()].copy_(p.detach().reshape(-1))
@@ -288,7 +291,7 @@ class Zero:
         for unit in self.units:
             unit.ready.clear()
             unit.reduced = False
-        return self.module(*args, **kwargs)
+        return self.module(*to_device(args), **to_device(kwargs))
 
     def step(self) -> None:
         """Finish the gradient reduction, step the optimizer on this rank's shards, and share

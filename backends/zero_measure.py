@@ -21,6 +21,9 @@ highest extra: activations saved for backward, gathered units, fresh gradients, 
 optimizer's temporaries, and anything else the step allocates, whether a model predicts it or
 not. The collectives' kept receive buffers (:func:`backends.collectives.comm.scratch`), the
 input batch and the process group's own memory are allocated before the step and not counted.
+On a GPU (:func:`backends.device.device`) the CUDA allocator keeps the peak itself:
+``torch.cuda.max_memory_allocated`` over the step, which counts every live CUDA tensor of the
+rank, the kept buffers and the batch included.
 """
 
 from __future__ import annotations
@@ -40,6 +43,13 @@ import torch.distributed as dist
 from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
+from backends.device import (
+    device,
+    peak_memory_bytes,
+    reset_peak_memory,
+    synchronize,
+    synchronizer,
+)
 from backends.trace import Tracer
 from backends.zero import Zero
 
@@ -47,12 +57,15 @@ from backends.zero import Zero
 def slowest_rank_times(fn: Callable[[], Any], repeats: int, warmup: int = 2) -> list[float]:
     """Rank program piece: every rank runs ``fn`` at the same moment (a barrier first); the
     slowest rank's seconds of each repeat after the warm-ups (the step ends with it)."""
-    samples = []
+    samples, settle = [], synchronizer()
     for k in range(warmup + repeats):
         dist.barrier()
+        settle()
         start = time.perf_counter()
         fn()
-        elapsed = torch.tensor([time.perf_counter() - start], dtype=torch.float64)
+        settle()
+        elapsed = torch.tensor([time.perf_counter() - start], dtype=torch.float64,
+                               device=device())
         dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
         if k >= warmup:
             samples.append(float(elapsed))
@@ -62,7 +75,7 @@ def slowest_rank_times(fn: Callable[[], Any], repeats: int, warmup: int = 2) -> 
 def adam_together(numel: int, repeats: int) -> float:
     """Rank program: every rank steps Adam over ``numel`` parameters at the same moment; the
     median over repeats of the slowest rank's time, s."""
-    param = nn.Parameter(torch.zeros(max(numel, 1)))
+    param = nn.Parameter(torch.zeros(max(numel, 1), device=device()))
     param.grad = torch.randn_like(param)
     opt = torch.optim.Adam([param], lr=1e-3)
     return statistics.median(slowest_rank_times(opt.step, repeats))
@@ -88,7 +101,13 @@ def step_peak_bytes(zero: Zero, step: Callable[[], Any]) -> int:
     (:meth:`Zero.held_bytes`, live storages) plus the highest running sum of the CPU
     allocator's allocations and frees during the step (``torch.profiler``, see the module
     docstring). Run it on a step in steady state (after the first, which allocates the
-    optimizer state)."""
+    optimizer state). On CUDA: the allocator's own peak over the step, B."""
+    if device().type == "cuda":
+        synchronize()
+        reset_peak_memory()
+        step()
+        synchronize()
+        return peak_memory_bytes() or 0
     held = zero.held_bytes()
     with _native_stderr_to_null(), profile(activities=[ProfilerActivity.CPU],
                                            profile_memory=True) as prof:
@@ -106,8 +125,8 @@ def step_peak_bytes(zero: Zero, step: Callable[[], Any]) -> int:
 def _batch(features: tuple[int, int], batch: int) -> tuple[torch.Tensor, torch.Tensor]:
     """This rank's inputs and targets: ``batch`` rows, seeded by the rank."""
     g = torch.Generator().manual_seed(dist.get_rank())
-    return (torch.randn(batch, features[0], generator=g),
-            torch.randn(batch, features[1], generator=g))
+    return (torch.randn(batch, features[0], generator=g).to(device()),
+            torch.randn(batch, features[1], generator=g).to(device()))
 
 
 def _train_step(zero: Zero, x: torch.Tensor, y: torch.Tensor) -> None:

@@ -55,10 +55,10 @@ def bruck_all_to_all(output: torch.Tensor, input: torch.Tensor, group: Group = N
     pieces = torch.roll(input, -r * k).view(p, k)  # position i: the piece for rank r + i
     d = 1
     while d < p:
-        moving = torch.tensor([i for i in range(p) if i & d])
+        moving = torch.tensor([i for i in range(p) if i & d], device=input.device)
         incoming = input.new_empty((len(moving), k))
         comm.sendrecv((r + d) % p, pieces[moving].view(-1), (r - d) % p, incoming.view(-1))
         pieces[moving] = incoming
         d *= 2
-    order = torch.tensor([(r - j) % p for j in range(p)])  # output piece j: from rank j
+    order = torch.tensor([(r - j) % p for j in range(p)], device=input.device)  # piece j: rank j
     output.copy_(pieces[order].view(-1))

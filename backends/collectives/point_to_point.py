@@ -73,7 +73,8 @@ def one_to_all(buf: torch.Tensor, root: int = 0, tracer: Tracer | None = None) -
 
 def ping_pong_demo(nbytes: int = 2**20) -> float:
     """One ping-pong of ``nbytes`` timed on rank 0, s (for ``torchrun -m backends.launch``)."""
+    from backends.device import device
     from backends.measure import measure
 
-    buf = torch.zeros(max(nbytes, 0), dtype=torch.uint8)
+    buf = torch.zeros(max(nbytes, 0), dtype=torch.uint8, device=device())
     return measure(lambda: ping_pong(buf), repeats=5).median_s

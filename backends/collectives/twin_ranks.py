@@ -162,7 +162,9 @@ def builtin_call(operation: str, args: tuple[Any, ...]) -> None:
 def _zeros(count: int) -> torch.Tensor:
     import torch
 
-    return torch.zeros(count, dtype=torch.float32)
+    from backends.device import device
+
+    return torch.zeros(count, dtype=torch.float32, device=device())
 
 
 def collective_step(fn: Callable[..., None], operation: str, extra: Mapping[str, Any],
@@ -186,10 +188,12 @@ def collective_check(fn: Callable[..., None], operation: str, algorithm: str,
     import torch
     import torch.distributed as dist
 
+    from backends.device import device
+
     gen = torch.Generator().manual_seed(dist.get_rank())
 
     def fill(count: int) -> torch.Tensor:
-        return torch.randint(-100, 100, (count,), generator=gen).float()
+        return torch.randint(-100, 100, (count,), generator=gen).float().to(device())
 
     ours = buffers(operation, max(nbytes, 4 * ITEMSIZE * dist.get_world_size()), fill)
     theirs = tuple(None if t is None else t.clone() for t in ours)
@@ -210,8 +214,9 @@ def ping_pong_step(nbytes: int, tracer: Any = None) -> Callable[[], None]:
     import torch
 
     from backends.collectives.point_to_point import ping_pong
+    from backends.device import device
 
-    buf = torch.zeros(nbytes, dtype=torch.uint8)
+    buf = torch.zeros(nbytes, dtype=torch.uint8, device=device())
     return lambda: ping_pong(buf, tracer)
 
 
@@ -221,12 +226,13 @@ def ping_pong_check(nbytes: int) -> None:
     import torch.distributed as dist
 
     from backends.collectives.point_to_point import ping_pong
+    from backends.device import device
 
-    rank = dist.get_rank()
-    buf = torch.arange(nbytes, dtype=torch.uint8) if rank == 0 else torch.zeros(
-        nbytes, dtype=torch.uint8)
+    rank, on = dist.get_rank(), device()
+    sent = torch.arange(nbytes, dtype=torch.uint8, device=on)
+    buf = sent.clone() if rank == 0 else torch.zeros(nbytes, dtype=torch.uint8, device=on)
     ping_pong(buf)
-    if rank in (0, 1) and not torch.equal(buf, torch.arange(nbytes, dtype=torch.uint8)):
+    if rank in (0, 1) and not torch.equal(buf, sent):
         raise AssertionError(f"rank {rank}: ping-pong returned different bytes")
 
 
@@ -235,8 +241,9 @@ def stream_step(nbytes: int, tracer: Any = None) -> Callable[[], None]:
     import torch
 
     from backends.collectives.point_to_point import stream
+    from backends.device import device
 
-    buf = torch.zeros(nbytes, dtype=torch.uint8)
+    buf = torch.zeros(nbytes, dtype=torch.uint8, device=device())
     return lambda: stream(buf, tracer)
 
 
@@ -246,10 +253,11 @@ def stream_check(nbytes: int) -> None:
     import torch.distributed as dist
 
     from backends.collectives.point_to_point import stream
+    from backends.device import device
 
-    rank = dist.get_rank()
-    sent = torch.arange(nbytes, dtype=torch.uint8)
-    buf = sent.clone() if rank == 0 else torch.zeros(nbytes, dtype=torch.uint8)
+    rank, on = dist.get_rank(), device()
+    sent = torch.arange(nbytes, dtype=torch.uint8, device=on)
+    buf = sent.clone() if rank == 0 else torch.zeros(nbytes, dtype=torch.uint8, device=on)
     stream(buf)
     if rank == 1 and not torch.equal(buf, sent):
         raise AssertionError("rank 1: the stream delivered different bytes")
@@ -261,8 +269,9 @@ def one_to_all_step(nbytes: int, tracer: Any = None) -> Callable[[], None]:
     import torch
 
     from backends.collectives.point_to_point import one_to_all
+    from backends.device import device
 
-    buf = torch.zeros(nbytes, dtype=torch.uint8)
+    buf = torch.zeros(nbytes, dtype=torch.uint8, device=device())
     return lambda: one_to_all(buf, 0, tracer)
 
 
@@ -272,9 +281,11 @@ def one_to_all_check(nbytes: int) -> None:
     import torch.distributed as dist
 
     from backends.collectives.point_to_point import one_to_all
+    from backends.device import device
 
     elems = max(nbytes // 4, 1)
-    ours = torch.randn(elems, generator=torch.Generator().manual_seed(dist.get_rank()))
+    ours = torch.randn(elems, generator=torch.Generator().manual_seed(dist.get_rank())).to(
+        device())
     builtin = ours.clone()
     one_to_all(ours, root=0)
     dist.broadcast(builtin, src=0)

@@ -115,8 +115,9 @@ class FusionBuffer:
     """One persistent byte buffer per process, reused by every fused all-reduce.
 
     Allocated on first use with the size of the threshold (or of the first fused group, if
-    larger), and grown only when a group needs more; never freed while the engine runs, like
-    Horovod's ``FusionBufferManager``.
+    larger), on the device of the tensors it fuses (a GPU's buffer for CUDA gradients, as
+    Horovod keeps one per device), and grown only when a group needs more; never freed while
+    the engine runs, like Horovod's ``FusionBufferManager``.
     """
 
     def __init__(self, threshold_bytes: int) -> None:
@@ -128,16 +129,17 @@ class FusionBuffer:
         """Bytes allocated so far."""
         return 0 if self._buffer is None else self._buffer.numel()
 
-    def view(self, dtype: torch.dtype, numel: int) -> torch.Tensor:
-        """A flat ``dtype`` view of the first ``numel`` elements of the buffer."""
+    def view(self, dtype: torch.dtype, numel: int, device: torch.device) -> torch.Tensor:
+        """A flat ``dtype`` view of the first ``numel`` elements of the buffer, on ``device``."""
         need = numel * torch.empty((), dtype=dtype).element_size()
-        if self._buffer is None or self._buffer.numel() < need:
-            self._buffer = torch.empty(max(need, self.threshold_bytes), dtype=torch.uint8)
+        if self._buffer is None or self._buffer.numel() < need or self._buffer.device != device:
+            self._buffer = torch.empty(max(need, self.threshold_bytes), dtype=torch.uint8,
+                                       device=device)
         return self._buffer[:need].view(dtype)
 
     def copy_in(self, tensors: Sequence[torch.Tensor]) -> torch.Tensor:
         """Pack ``tensors`` (one dtype) at consecutive offsets; the packed flat view."""
-        flat = self.view(tensors[0].dtype, sum(t.numel() for t in tensors))
+        flat = self.view(tensors[0].dtype, sum(t.numel() for t in tensors), tensors[0].device)
         offset = 0
         for t in tensors:
             flat[offset:offset + t.numel()].copy_(t.reshape(-1))

@@ -33,9 +33,11 @@ def _data(widths: Sequence[int], batch: int) -> tuple[Any, Any]:
     import torch
     import torch.distributed as dist
 
+    from backends.device import device
+
     gen = torch.Generator().manual_seed(dist.get_rank())
-    return (torch.randn(batch, widths[0], generator=gen),
-            torch.randn(batch, widths[-1], generator=gen))
+    return (torch.randn(batch, widths[0], generator=gen).to(device()),
+            torch.randn(batch, widths[-1], generator=gen).to(device()))
 
 
 def _horovod_training(build: Build, widths: Sequence[int], fusion_threshold_mb: float,
@@ -44,10 +46,11 @@ def _horovod_training(build: Build, widths: Sequence[int], fusion_threshold_mb: 
     import torch
 
     import backends.horovod as hvd
+    from backends.device import on_device
 
     hvd.init(cycle_time_ms=cycle_time_ms, fusion_threshold_bytes=int(fusion_threshold_mb * MiB),
              timeline=timeline)
-    model = build(widths)
+    model = on_device(build(widths))
     opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=1e-3),
                                    named_parameters=model.named_parameters())
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
@@ -150,21 +153,30 @@ def whole_model_rank(build: Build, widths: Sequence[int], batch: int, repeats: i
     import torch
     import torch.distributed as dist
 
+    from backends.device import on_device, synchronizer, to_device
+
     torch.set_num_threads(1)
-    model = build(widths)
+    model = on_device(build(widths))
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    x, y = torch.randn(batch, widths[0]), torch.randn(batch, widths[-1])
+    x, y = to_device((torch.randn(batch, widths[0]), torch.randn(batch, widths[-1])))
+
+    synchronize = synchronizer()
+
+    def clock() -> float:  # after the device's queued work
+        synchronize()
+        return time.perf_counter()
+
     samples: list[tuple[float, float, float]] = []
     for k in range(warmup + repeats):
         dist.barrier()
         opt.zero_grad(set_to_none=True)
-        t0 = time.perf_counter()
+        t0 = clock()
         loss = torch.nn.functional.mse_loss(model(x), y)
-        t1 = time.perf_counter()
+        t1 = clock()
         loss.backward()  # type: ignore[no-untyped-call]
-        t2 = time.perf_counter()
+        t2 = clock()
         opt.step()
-        t3 = time.perf_counter()
+        t3 = clock()
         if k >= warmup:
             samples.append((t1 - t0, t2 - t1, t3 - t2))
     fwd, bwd, step = (statistics.median(part) for part in zip(*samples, strict=True))

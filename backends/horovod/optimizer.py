@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 
+from backends.device import device
 from backends.horovod import basics
 from backends.horovod.ops import Average, allreduce_async_, broadcast_async_, broadcast_object
 from backends.horovod.ops import synchronize as _wait
@@ -215,7 +216,7 @@ def broadcast_optimizer_state(optimizer: torch.optim.Optimizer, root_rank: int) 
         tensors = []
 
         def make(shape: tuple[int, ...], dtype: str) -> torch.Tensor:
-            t = torch.zeros(shape, dtype=getattr(torch, dtype))
+            t = torch.zeros(shape, dtype=getattr(torch, dtype), device=device())
             tensors.append(t)
             return t
 

@@ -16,6 +16,11 @@ group of its own (``dist.new_group``), with gloo:
 
 The group's own timeout is long (a scheduler legitimately hears nothing for a whole run);
 waits bound silence themselves (:meth:`.Postoffice.check_alive`).
+
+The van is CPU-side by nature, as PS-Lite's sockets are: receives from any source and tags are
+gloo's, which NCCL has neither of, so every tensor that crosses it — keys, values, headers —
+and the servers' store behind it live in host memory, whatever device
+:func:`backends.device.device` gives the other twins.
 """
 
 from __future__ import annotations

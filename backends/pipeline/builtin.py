@@ -21,6 +21,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from backends.device import device, on_device
+
 BUILTIN_SCHEDULES = ("gpipe", "1f1b")
 
 
@@ -28,7 +30,8 @@ class BuiltinPipeline:
     """This rank's stage of a ``torch.distributed.pipelining`` pipeline.
 
     Args:
-        module: this rank's stage (one of :func:`backends.pipeline.partition.partition`).
+        module: this rank's stage (one of :func:`backends.pipeline.partition.partition`),
+            moved to the rank's device (:func:`backends.device.device`).
         stage: its index; ``stages`` the number of stages (= ranks of ``group``).
         microbatches: micro-batches per step; ``schedule``: ``gpipe`` or ``1f1b``.
         loss_fn: ``loss_fn(output, target)``, a micro-batch's mean loss.
@@ -45,8 +48,8 @@ class BuiltinPipeline:
                              f" (1F1B with at least as many micro-batches as stages), got "
                              f"{schedule!r} with {microbatches} micro-batches on {stages} stages")
         self.stage, self.stages = stage, stages
-        self.module = module
-        self._stage = PipelineStage(module, stage, stages, torch.device("cpu"), group=group)
+        self.module = on_device(module)
+        self._stage = PipelineStage(self.module, stage, stages, device(), group=group)
         cls = ScheduleGPipe if schedule == "gpipe" else Schedule1F1B
         self._schedule = cls(self._stage, microbatches, loss_fn=loss_fn or nn.functional.mse_loss,
                              scale_grads=True)
@@ -54,6 +57,8 @@ class BuiltinPipeline:
     def step(self, inputs: torch.Tensor | None = None,
              target: torch.Tensor | None = None) -> float | None:
         """One step; returns the mean of the micro-batch losses on the last stage."""
+        inputs = inputs.to(device()) if inputs is not None else None
+        target = target.to(device()) if target is not None else None
         if self.stage == 0:
             if self.stage == self.stages - 1:
                 losses: list[torch.Tensor] = []

@@ -30,6 +30,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from backends.device import device
 from backends.trace import Tracer, span
 
 MAX_DIMS = 6
@@ -61,8 +62,9 @@ class TensorMeta:
         return n * torch.empty((), dtype=self.dtype).element_size()
 
     def empty(self) -> torch.Tensor:
-        """A new uninitialised tensor of this shape and dtype."""
-        return torch.empty(self.shape, dtype=self.dtype)
+        """A new uninitialised tensor of this shape and dtype, on the rank's device
+        (:func:`backends.device.device`)."""
+        return torch.empty(self.shape, dtype=self.dtype, device=device())
 
 
 def encode(metas: Sequence[TensorMeta]) -> torch.Tensor:
@@ -124,12 +126,13 @@ class StageComm:
 
     def send_meta(self, stage: int, metas: Sequence[TensorMeta]) -> None:
         """Tell stage ``stage + 1`` the shape and dtype of each micro-batch's activation."""
-        dist.send(encode(metas), self.peer(stage + 1), group=self.group,
+        dist.send(encode(metas).to(device()), self.peer(stage + 1), group=self.group,
                   tag=self.tag(stage + 1, 0, FORWARD))
 
     def recv_meta(self, stage: int) -> list[TensorMeta]:
         """What stage ``stage − 1`` will send stage ``stage``, per micro-batch."""
-        message = torch.zeros(self.microbatches, 2 + MAX_DIMS, dtype=torch.int64)
+        message = torch.zeros(self.microbatches, 2 + MAX_DIMS, dtype=torch.int64,
+                              device=device())
         dist.recv(message, self.peer(stage - 1), group=self.group,
                   tag=self.tag(stage, 0, FORWARD))
         return decode(message)

@@ -27,6 +27,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from backends.device import device
 from backends.measure import measure_many
 from backends.pipeline.builtin import BuiltinPipeline, supported
 from backends.pipeline.memory import ActivationCounter
@@ -90,7 +91,7 @@ def measure_rank(setup: PipelineSpec, repeats: int, builtin: bool,
         steps.append(lambda: ref.step(inputs, target))
     busy_before, cpu_before, wall = host_busy_s(), time.process_time(), time.perf_counter()
     timings = measure_many(steps, repeats=repeats, warmup=2, inner=1)
-    own = torch.tensor([time.process_time() - cpu_before], dtype=torch.float64)
+    own = torch.tensor([time.process_time() - cpu_before], dtype=torch.float64, device=device())
     dist.all_reduce(own)  # CPU seconds all ranks spent, every thread counted
     busy, wall = host_busy_s() - busy_before, time.perf_counter() - wall
     tracer.enabled = True

@@ -29,6 +29,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.func import functional_call
 
+from backends.device import device, on_device
 from backends.pipeline.comm import StageComm
 from backends.pipeline.partition import partition
 from backends.pipeline.runtime import LossFn, agree_shapes, group_ranks
@@ -62,7 +63,7 @@ class PipeDream:
         self.version = plan.version[self.rank]
         self.planned_versions = plan.stashed[self.rank]
         self.n = minibatches
-        self.module = partition(model, balance)[self.rank]
+        self.module = on_device(partition(model, balance)[self.rank])
         self.optimizer = torch.optim.SGD(self.module.parameters(), lr=lr)
         self.loss_fn = loss_fn or nn.functional.mse_loss
         self.tracer = tracer
@@ -85,8 +86,11 @@ class PipeDream:
         """Stream the micro-batches through; every stage updates after each backward.
 
         ``inputs`` (on the first stage's rank) and ``targets`` (on the last's) hold one
-        tensor per micro-batch. Returns the micro-batches' losses on the last stage's rank.
+        tensor per micro-batch, moved to the rank's device (:func:`backends.device.device`).
+        Returns the micro-batches' losses on the last stage's rank.
         """
+        inputs = [x.to(device()) for x in inputs] if inputs is not None else None
+        targets = [t.to(device()) for t in targets] if targets is not None else None
         if self.rank == 0 and (inputs is None or len(inputs) != self.n):
             raise ValueError(f"the first stage needs {self.n} input micro-batches")
         if self.last and (targets is None or len(targets) != self.n):

@@ -39,6 +39,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from backends.device import device, on_device
 from backends.pipeline import checkpointing
 from backends.pipeline.comm import StageComm, TensorMeta
 from backends.pipeline.memory import ActivationCounter
@@ -101,7 +102,7 @@ class Pipeline:
         self.actions = build_schedule(schedule, self.p, microbatches, chunks)[self.rank]
         self.checkpoint_stop = checkpointing.checkpoint_stop(checkpoint, microbatches)
         parts = partition(model, balance)
-        self.modules = {k: parts[k] for k in owned_stages(self.rank, self.p, chunks)}
+        self.modules = {k: on_device(parts[k]) for k in owned_stages(self.rank, self.p, chunks)}
         self.loss_fn = loss_fn or nn.functional.mse_loss
         self.tracer = tracer
         self.comm = StageComm(self.ranks, group, self.stages, microbatches, tracer)
@@ -136,17 +137,18 @@ class Pipeline:
         """Forward and backward of one mini-batch; gradients accumulate into ``.grad``.
 
         ``inputs`` is needed on the rank of the first stage, ``target`` on the rank of the
-        last. Returns the mini-batch's mean loss on the last stage's rank, else ``None``.
+        last; both are moved to the rank's device (:func:`backends.device.device`). Returns
+        the mini-batch's mean loss on the last stage's rank, else ``None``.
         """
         micro_inputs = micro_targets = None
         if 0 in self.modules:
             if inputs is None:
                 raise ValueError(f"rank {self.rank} runs the first stage and needs the inputs")
-            micro_inputs = split(inputs, self.m)
+            micro_inputs = split(inputs.to(device()), self.m)
         if self.last in self.modules:
             if target is None:
                 raise ValueError(f"rank {self.rank} runs the last stage and needs the target")
-            micro_targets = split(target, self.m)
+            micro_targets = split(target.to(device()), self.m)
             self._weights = loss_weights(target.shape[0], self.m)
         if not self._in_metas:
             self._setup(micro_inputs)
@@ -251,7 +253,7 @@ def _dry_run(module: nn.Module, meta: TensorMeta, requires_grad: bool
 
     buffers = {name: b.clone() for name, b in module.named_buffers()}
     with torch.random.fork_rng(devices=[]):
-        x = torch.zeros(meta.shape, dtype=meta.dtype)
+        x = torch.zeros(meta.shape, dtype=meta.dtype, device=device())
         with torch.no_grad():
             out = module(x)
         nbytes = saved_bytes(module, x, requires_grad)

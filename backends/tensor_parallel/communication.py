@@ -143,7 +143,7 @@ def _reduce_scatter(x: torch.Tensor, group: Group) -> torch.Tensor:
     if x.shape[0] % t:
         raise ValueError(f"sequence length {x.shape[0]} does not split over {t} ranks")
     x = x.contiguous()
-    out = torch.empty((x.shape[0] // t, *x.shape[1:]), dtype=x.dtype)
+    out = x.new_empty((x.shape[0] // t, *x.shape[1:]))
     if isinstance(group, ProfileGroup):
         start = group.enter()
         out.copy_(x[: out.shape[0]])

@@ -27,6 +27,7 @@ import torch
 import torch.distributed as dist
 
 from backends import tensor_parallel as tp
+from backends.device import device, on_device
 from backends.measure import measure_many
 from backends.tensor_parallel.point import GridPoint, _batch, _model
 from backends.tensor_parallel.profile import (
@@ -48,7 +49,7 @@ products (~70 µs here, the size of the gaps between the small GPT's collectives
 
 
 def _fragment() -> Any:
-    a = torch.randn(64, 64, generator=torch.Generator().manual_seed(0))
+    a = torch.randn(64, 64, generator=torch.Generator().manual_seed(0)).to(device())
 
     def run() -> None:
         for _ in range(FRAGMENT_MATMULS):
@@ -73,8 +74,8 @@ def ring_steps(nbytes: int = WAIT_BYTES, count: int = WAIT_COUNT, group: Any = N
     ranks = [dist.get_global_rank(group, r) for r in range(world)] if group is not None \
         else list(range(world))
     left, right = ranks[(rank - 1) % world], ranks[(rank + 1) % world]
-    out = torch.zeros(nbytes // 4)
-    into = [torch.zeros(nbytes // 4) for _ in range(count)]
+    out = torch.zeros(nbytes // 4, device=device())
+    into = [torch.zeros(nbytes // 4, device=device()) for _ in range(count)]
     fragment = _fragment()
 
     def run() -> None:
@@ -207,7 +208,7 @@ def _idle() -> None:
 def _slowest_over(group: Any) -> Any:
     """:attr:`Conditions.slowest` over the processes of ``group``."""
     def slowest(pieces: list[float]) -> list[float]:
-        t = torch.tensor(pieces, dtype=torch.float64)
+        t = torch.tensor(pieces, dtype=torch.float64, device=device())
         dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
         return [float(v) for v in t]
 
@@ -245,10 +246,10 @@ def mlp_speed_rank(hidden: int, tokens: int, repeats: int) -> dict[str, Any]:
     mlp.fc1 = nn.Linear(hidden, 4 * hidden)
     mlp.act = nn.GELU()
     mlp.fc2 = nn.Linear(4 * hidden, hidden)
-    theirs = parallelize_module(mlp, init_device_mesh("cpu", (t,)),
+    theirs = parallelize_module(on_device(mlp), init_device_mesh(device().type, (t,)),
                                 {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()})
-    ours = tp.ParallelMLP(hidden)
-    x = torch.randn(tokens, hidden)
+    ours = on_device(tp.ParallelMLP(hidden))
+    x = torch.randn(tokens, hidden, device=device())
 
     def run(module: nn.Module) -> None:
         xi = x.clone().requires_grad_()
@@ -266,7 +267,7 @@ def probe_rank(nbytes: int, compute_s: float, count: int, repeats: int) -> dict[
     ``compute_s``, then the all-reduce) — :func:`lab.tensor_parallel.probe_ops` run for
     real, s."""
     torch.set_num_threads(1)
-    x = torch.zeros(nbytes // 4)
+    x = torch.zeros(nbytes // 4, device=device())
 
     def alone() -> None:
         dist.all_reduce(x)

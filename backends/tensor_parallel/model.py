@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from backends.device import on_device
 from backends.tensor_parallel.communication import _all_gather, _size, _split
 from backends.tensor_parallel.cross_entropy import vocab_parallel_cross_entropy
 from backends.tensor_parallel.groups import Group
@@ -122,7 +123,9 @@ class ParallelGPT(nn.Module):
     ``forward`` returns this rank's ``V/t`` logits ``[b, s, V/t]``; ``loss`` the mean
     cross-entropy from them (:func:`vocab_parallel_cross_entropy`), equal on every rank.
     With dropout > 0 the masks are drawn per rank (Megatron forks its RNG per tensor rank
-    for the split regions); the parity tests use dropout 0.
+    for the split regions); the parity tests use dropout 0. Built on the CPU, then moved to the
+    rank's device (:func:`backends.device.device`), so every device starts from the same
+    weights.
     """
 
     def __init__(self, c: GPTConfig, group: Group = None, sequence_parallel: bool = False
@@ -138,6 +141,7 @@ class ParallelGPT(nn.Module):
         if sequence_parallel:
             for p in [*self.lnf.parameters(), self.wpe.weight]:
                 _mark_sequence_parallel(p)
+        on_device(self)
 
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
         """Tokens ``[b, s]`` → the first layer's input ``[s, b, h]`` (``[s/t, b, h]`` with

@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from backends.device import device
 from backends.tensor_parallel.communication import _all_reduce_, _size
 from backends.tensor_parallel.groups import Group
 from backends.tensor_parallel.model import GPTConfig, ParallelGPT
@@ -48,9 +49,10 @@ def batch_shard(tokens: torch.Tensor, d: int, dp_rank: int) -> torch.Tensor:
 
 
 def lm_batch(c: GPTConfig, batch: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """A deterministic language-modelling batch: tokens ``[batch, s]`` and the next tokens."""
+    """A deterministic language-modelling batch: tokens ``[batch, s]`` and the next tokens,
+    drawn on the CPU and placed on the rank's device (:func:`backends.device.device`)."""
     gen = torch.Generator().manual_seed(seed)
-    seqs = torch.randint(0, c.vocab, (batch, c.seq + 1), generator=gen)
+    seqs = torch.randint(0, c.vocab, (batch, c.seq + 1), generator=gen).to(device())
     return seqs[:, :-1].contiguous(), seqs[:, 1:].contiguous()
 
 
