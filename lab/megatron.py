@@ -65,9 +65,10 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
                    help="activation recomputation (default full, as Narayanan et al. 2021)")
     p.add_argument("--sequence-parallel", action="store_true",
                    help="sequence parallelism (Korthikanti et al. 2022)")
-    p.add_argument("--matmul-efficiency", type=number(0, 1, lo_open=True), default=1.0,
-                   help="achieved fraction of peak FLOP/s in matrix multiplications "
-                        "(default 1.0: the data sheet's peak)")
+    p.add_argument("--matmul-efficiency", type=number(0, 1, lo_open=True), default=None,
+                   help="run every matrix multiplication at this fraction of peak FLOP/s "
+                        "(a teaching override; default: priced by shape on the GPU's GEMM "
+                        "model — roofline, tile and wave quantisation)")
 
 
 def model_from(args: argparse.Namespace) -> Any:
@@ -249,8 +250,9 @@ def run_plan(args: argparse.Namespace) -> dict[str, Any]:
         raise UsageError(f"a global batch of {batch} sequences is more than plan simulates "
                          f"({MAX_PLAN_BATCH}); give --global-batch")
     options = {"max_t": args.max_tp, "interleave": interleave, "recompute": args.recompute,
-               "sequence_parallel": args.sequence_parallel,
-               "matmul_efficiency": args.matmul_efficiency}
+               "sequence_parallel": args.sequence_parallel}
+    if args.matmul_efficiency is not None:
+        options["matmul_efficiency"] = args.matmul_efficiency
     screened = screen(model, cluster.devices[0], args.gpus, batch, **options)
     fit = [r.config for r in screened if r.fits]
     seconds, nbytes = estimate(fit)
@@ -308,10 +310,11 @@ node), activation recomputation on, sequence length 2048, vocabulary 51200."""
 
 
 def best_micro_batch(name: str, t: int, p: int, gpus: int, batch: int,
-                     efficiency: float = 1.0, interleave: int = 1) -> Any:
+                     efficiency: float | None = None, interleave: int = 1) -> Any:
     """A published row's (t, p, d) and batch on the ``a100`` preset, simulated at the
     micro-batch in {1, 2, 4, 8} predicted fastest (the table does not give it); 1F1B, or
-    interleaved 1F1B with ``interleave`` chunks."""
+    interleaved 1F1B with ``interleave`` chunks. ``efficiency``: GEMMs at that fraction of
+    peak (``None``: the A100's GEMM model)."""
     from simulator.core.hardware import preset
     from simulator.tensor_parallel import Grid, MegatronConfig, simulate_megatron
     from simulator.transformer import preset as model_preset

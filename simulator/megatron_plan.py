@@ -72,7 +72,7 @@ def configurations(model: GPT, gpus: int, global_batch: int, *, max_t: int = 8,
                    micro_batches: Sequence[int] = MICRO_BATCHES,
                    interleave: Sequence[int] = (1,), recompute: Recompute = "full",
                    sequence_parallel: bool = False,
-                   matmul_efficiency: float = 1.0) -> Iterator[MegatronConfig]:
+                   matmul_efficiency: float | None = None) -> Iterator[MegatronConfig]:
     """Every valid configuration on ``gpus`` GPUs (step 1 of :func:`plan`)."""
     for t in _powers_of_two(min(max_t, gpus)):
         if model.heads % t or gpus % t:
@@ -115,7 +115,7 @@ def screen(model: GPT, device: Device, gpus: int, global_batch: int,
     memory per GPU (:func:`~simulator.tensor_parallel.memory_per_stage`) and whether it fits."""
     rows = []
     for config in configurations(model, gpus, global_batch, **options):
-        parts = chunks(config, device.flops_per_s * config.matmul_efficiency)
+        parts = chunks(config, device.flops_per_s)  # memory does not depend on the rate
         memory = max(m["total"] for m in memory_per_stage(config, parts))
         rows.append(Screened(config, memory, memory <= device.memory_bytes))
     return rows

@@ -26,6 +26,9 @@ predicts follows from these five numbers and the micro-batch size ``b``:
   full recomputation                                     ``2·s·b·h`` (the layer's input)
   =====================================================  ================================
 
+* **GEMM shapes**: the same FLOPs as matrix multiplications of given shapes on one
+  tensor-parallel rank (:func:`attention_gemms`, :func:`mlp_gemms`, :func:`logit_gemm`), for
+  a GPU's time model by shape (:mod:`simulator.core.gemm`).
 * **Memory-bound work**: layer norms, softmax, dropout, GeLU and residual additions do few
   FLOPs but move the activations through HBM; :func:`attention_elementwise_bytes` and
   :func:`mlp_elementwise_bytes` count those bytes (our count, kernel by kernel, over the
@@ -44,6 +47,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
+
+from simulator.core.gemm import Gemm
 
 Recompute = Literal["none", "selective", "full"]
 RECOMPUTE_MODES: tuple[Recompute, ...] = ("none", "selective", "full")
@@ -206,6 +211,42 @@ def training_days(tokens: float, params: float, gpus: int, flops_per_gpu: float)
     """End-to-end training time, days: ``8·T·P/(n·X)`` (Narayanan et al. §5.1; ``T`` tokens,
     ``P`` parameters, ``n`` GPUs at ``X`` FLOP/s each, with recomputation)."""
     return 8 * tokens * params / (gpus * flops_per_gpu) / 86400
+
+
+# ---- GEMM shapes ---------------------------------------------------------------------------
+
+def attention_gemms(model: GPT, b: int, t: int = 1) -> tuple[Gemm, ...]:
+    """The attention block's forward GEMMs on one tensor-parallel rank (Megatron's layout,
+    ``b·s`` tokens as rows): QKV ``bs × 3h/t × h``; then per head (``b·a/t`` of them) the
+    scores ``QKᵀ``, ``s × s × h/a``, and their product with the values, ``s × h/a × s``
+    (:func:`attention_core_gemms`); the output projection ``bs × h × h/t``. Their FLOPs add
+    up to :func:`attention_forward_flops` ``/t``."""
+    _check(b, t)
+    s, h = model.seq, model.hidden
+    return (Gemm(b * s, 3 * h // t, h), *attention_core_gemms(model, b, t),
+            Gemm(b * s, h, h // t))
+
+
+def attention_core_gemms(model: GPT, b: int, t: int = 1) -> tuple[Gemm, Gemm]:
+    """The two batched GEMMs of the attention core (what selective recomputation recomputes):
+    ``QKᵀ`` and the product with ``V``, one per head on this rank."""
+    _check(b, t)
+    s, d, heads = model.seq, model.hidden // model.heads, b * model.heads // t
+    return Gemm(s, s, d, heads), Gemm(s, d, s, heads)
+
+
+def mlp_gemms(model: GPT, b: int, t: int = 1) -> tuple[Gemm, Gemm]:
+    """The MLP's forward GEMMs on one rank: ``bs × 4h/t × h`` (column-parallel) and
+    ``bs × h × 4h/t`` (row-parallel); ``16bsh²/t`` FLOPs."""
+    _check(b, t)
+    s, h = model.seq, model.hidden
+    return Gemm(b * s, 4 * h // t, h), Gemm(b * s, h, 4 * h // t)
+
+
+def logit_gemm(model: GPT, b: int, t: int = 1) -> Gemm:
+    """The output layer on one rank, ``bs × V/t × h`` (vocabulary-parallel)."""
+    _check(b, t)
+    return Gemm(b * model.seq, -(-model.vocab // t), model.hidden)
 
 
 # ---- memory-bound work -------------------------------------------------------------------

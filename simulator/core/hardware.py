@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from simulator.core.gemm import GemmModel
 from simulator.core.host_hooks import ClusterEffects
 from simulator.core.network import Contention, Link, Topology
 
@@ -60,9 +61,31 @@ class Device:
         return nbytes / self.reduce_Bps
 
 
+# NVIDIA A100 Tensor Core GPU data sheet: FP16/BF16 tensor core 312 TFLOP/s dense (624 is with
+# 2:4 sparsity); HBM2e 2039 GB/s (80 GB SXM), HBM2 1555 GB/s (40 GB SXM).
 A100_80GB = Device("A100-SXM-80GB", 312e12, 2039 * GB, 80 * GiB)
 A100_40GB = Device("A100-SXM-40GB", 312e12, 1555 * GB, 40 * GiB)
+# NVIDIA H100 Tensor Core GPU data sheet, SXM: FP16/BF16 tensor core 989 TFLOP/s dense (1979
+# is with sparsity); HBM3 3.35 TB/s.
 H100_80GB = Device("H100-SXM5-80GB", 989e12, 3350 * GB, 80 * GiB)
+
+# GEMM time by shape (simulator.core.gemm): the devices' peak and bandwidth above, plus
+# - SMs: 108 on the A100 ("NVIDIA A100 Tensor Core GPU Architecture" whitepaper, 2020: the
+#   product enables 108 of GA100's 128 SMs); 132 on the H100 SXM5 ("NVIDIA H100 Tensor Core
+#   GPU Architecture" whitepaper, 2022);
+# - the output tile: 256×128, one thread block per SM, the tile NVIDIA's "Matrix
+#   Multiplication Background User's Guide" (Deep Learning Performance docs, § Wave
+#   Quantization) uses for its A100 example of 108 tiles per wave; we keep it for the H100;
+# - achievable fraction of peak: 1 — we found no published cuBLAS measurement to cite (one
+#   from the Megatron papers would be fitting to the table the model is checked against), so
+#   only the roofline and tile and wave quantisation bring the GEMMs below peak.
+GEMM_TILE = (256, 128)
+GEMM_MODELS: dict[Device, GemmModel] = {
+    A100_80GB: GemmModel(A100_80GB.flops_per_s, A100_80GB.mem_bandwidth_Bps, 108, *GEMM_TILE),
+    A100_40GB: GemmModel(A100_40GB.flops_per_s, A100_40GB.mem_bandwidth_Bps, 108, *GEMM_TILE),
+    H100_80GB: GemmModel(H100_80GB.flops_per_s, H100_80GB.mem_bandwidth_Bps, 132, *GEMM_TILE),
+}
+"""The GEMM model of each preset GPU; a device not listed computes at its ``flops_per_s``."""
 
 # NVLink: the data sheets give the total of both directions (A100 600 GB/s, H100 900 GB/s);
 # a full-duplex Link carries half of it each way. One NIC per GPU, as in a DGX node.

@@ -43,12 +43,12 @@ NVLink port with its tensor all-reduces and the fast path does not. The overlapp
 all-reduce exists only on the fast path (buckets serialised, see
 :func:`~simulator.tensor_parallel.fast._overlapped`).
 
-Compute takes ``FLOPs / (peak · matmul_efficiency)`` for the matrix multiplications
-(Narayanan et al.'s FLOP count) plus ``bytes / HBM bandwidth`` for the elementwise kernels
-(layer norm, softmax, dropout, GeLU, residual: :func:`~simulator.transformer.
-attention_elementwise_bytes`), both from the device's data sheet. At
-``matmul_efficiency = 1`` the prediction is a bound that GEMM kernels below peak lower
-(``benchmarks/megatron_validation.py`` says how much).
+Compute is the matrix multiplications, priced by shape on the device's GEMM model
+(:mod:`simulator.core.gemm`: roofline, tile and wave quantisation, from the data sheets) —
+or, with ``matmul_efficiency`` set, Narayanan et al.'s FLOP count at that fraction of peak —
+plus ``bytes / HBM bandwidth`` for the elementwise kernels (layer norm, softmax, dropout,
+GeLU, residual: :func:`~simulator.transformer.attention_elementwise_bytes`) and the optimizer
+step. ``benchmarks/megatron_validation.py`` compares both with the published runs.
 
 Where each concept lives (read in this order):
 
@@ -72,6 +72,7 @@ from simulator.tensor_parallel.chunks import (
     Chunk,
     Op,
     chunks,
+    matmul_model,
     update_seconds,
 )
 from simulator.tensor_parallel.config import Grid, MegatronConfig, with_grid
@@ -84,7 +85,7 @@ from simulator.tensor_parallel.subcluster import subcluster
 
 __all__ = [
     "ADAM_BYTES_PER_PARAMETER", "Chunk", "Grid", "MegatronConfig", "MegatronResult", "Op",
-    "chunks", "fits", "megatron_rank", "memory_per_stage", "simulate_megatron",
+    "chunks", "fits", "matmul_model", "megatron_rank", "memory_per_stage", "simulate_megatron",
     "simulate_megatron_full", "subcluster", "update_seconds", "waited_gloo_all_gather",
     "with_grid",
 ]

@@ -78,8 +78,10 @@ class MegatronConfig:
         interleave: ``v`` model chunks per pipeline rank (interleaved 1F1B; 1 = plain 1F1B).
         overlap_grad_reduce: all-reduce gradients during the last backward (fast path only).
         scatter_gather: send ``1/t`` of each activation between stages and all-gather it.
-        matmul_efficiency: achieved fraction of the device's peak FLOP/s for the matrix
-            multiplications (1.0: the data sheet's peak).
+        matmul_efficiency: ``None`` (default): the matrix multiplications priced by shape on
+            the device's GEMM model (:func:`~simulator.tensor_parallel.chunks.matmul_model`);
+            a number in (0, 1]: instead, every GEMM at that fraction of the device's peak
+            FLOP/s (a teaching override; 1.0 is the data sheet's peak).
     """
 
     model: GPT
@@ -91,7 +93,7 @@ class MegatronConfig:
     interleave: int = 1
     overlap_grad_reduce: bool = False
     scatter_gather: bool = True
-    matmul_efficiency: float = 1.0
+    matmul_efficiency: float | None = None
 
     def __post_init__(self) -> None:
         g, model = self.grid, self.model
@@ -114,7 +116,7 @@ class MegatronConfig:
         if self.interleave > 1 and (g.p == 1 or self.microbatches % g.p):
             raise ValueError(f"interleaving needs p > 1 and micro-batches ({self.microbatches})"
                              f" a multiple of p = {g.p}")
-        if not 0 < self.matmul_efficiency <= 1:
+        if self.matmul_efficiency is not None and not 0 < self.matmul_efficiency <= 1:
             raise ValueError(f"matmul efficiency must be in (0, 1], got "
                              f"{self.matmul_efficiency}")
 

@@ -13,7 +13,7 @@ from simulator.collectives.exchange import sendrecv
 from simulator.core.comm import SimComm, SimGen, run_spmd
 from simulator.core.hardware import Cluster
 from simulator.pipeline import LayerProfile, simulate_pipeline
-from simulator.tensor_parallel.chunks import Op, chunks, update_seconds
+from simulator.tensor_parallel.chunks import Op, chunks, matmul_model, update_seconds
 from simulator.tensor_parallel.config import MegatronConfig
 from simulator.tensor_parallel.memory import memory_per_stage
 from simulator.tensor_parallel.result import MegatronResult
@@ -80,8 +80,8 @@ def simulate_megatron(cluster: Cluster, config: MegatronConfig,
     _check_cluster(config, cluster)
     g, m = config.grid, config.microbatches
     device = cluster.devices[0]
-    flops_per_s = device.flops_per_s * config.matmul_efficiency
-    parts = chunks(config, flops_per_s, device.mem_bandwidth_Bps)
+    flops_per_s, gemm = matmul_model(config, device)
+    parts = chunks(config, flops_per_s, device.mem_bandwidth_Bps, gemm)
     op_s = _tensor_op_s(cluster, config)
 
     def seconds(ops: Sequence[Op]) -> float:

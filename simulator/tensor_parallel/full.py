@@ -10,7 +10,7 @@ from simulator.collectives.all_reduce import ring_all_reduce
 from simulator.collectives.reduce_scatter import ring_reduce_scatter
 from simulator.core.comm import SimComm, SimGen, SimResult, SimWork, run_spmd
 from simulator.core.hardware import Cluster
-from simulator.tensor_parallel.chunks import Chunk, Op, chunks, update_seconds
+from simulator.tensor_parallel.chunks import Chunk, Op, chunks, matmul_model, update_seconds
 from simulator.tensor_parallel.config import MegatronConfig
 from simulator.tensor_parallel.fast import _check_cluster, _embedding_exchange
 from simulator.transformer import FP16
@@ -88,8 +88,8 @@ def simulate_megatron_full(cluster: Cluster, config: MegatronConfig,
     if config.overlap_grad_reduce:
         raise ValueError("the full simulation does not overlap the gradient all-reduce")
     device = cluster.devices[0]
-    parts = chunks(config, device.flops_per_s * config.matmul_efficiency,
-                   device.mem_bandwidth_Bps)
+    flops_per_s, gemm = matmul_model(config, device)
+    parts = chunks(config, flops_per_s, device.mem_bandwidth_Bps, gemm)
     g = config.grid
     update = [update_seconds(sum(parts[c * g.p + r].parameters
                                  for c in range(config.interleave)), device.mem_bandwidth_Bps)

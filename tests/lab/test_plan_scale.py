@@ -49,7 +49,7 @@ def _one_by_one(model, cluster, batch):
     """The ranking the slow way: every configuration's memory and simulation on its own."""
     device, rows = cluster.devices[0], []
     for config in configurations(model, cluster.world_size, batch):
-        parts = chunks(config, device.flops_per_s * config.matmul_efficiency)
+        parts = chunks(config, device.flops_per_s)
         memory = max(m["total"] for m in memory_per_stage(config, parts))
         if memory <= device.memory_bytes:
             r = simulate_megatron(cluster, config)

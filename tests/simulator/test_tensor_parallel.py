@@ -10,6 +10,7 @@ from simulator.tensor_parallel import (
     Grid,
     MegatronConfig,
     chunks,
+    matmul_model,
     memory_per_stage,
     simulate_megatron,
     simulate_megatron_full,
@@ -78,8 +79,9 @@ def test_tensor_parallel_bytes_on_the_wire_are_8bsh_t_minus_1_over_t_per_layer()
 def test_without_pipeline_or_data_parallelism_the_iteration_is_m_times_the_layers():
     config = MegatronConfig(SMALL, Grid(1, 1, 1), 4, 1, recompute="none")
     cluster = Cluster.dgx(1)
-    flops, hbm = cluster.devices[0].flops_per_s, cluster.devices[0].mem_bandwidth_Bps
-    (chunk,) = chunks(config, flops, hbm)
+    flops, gemm = matmul_model(config, cluster.devices[0])  # the A100's GEMM model
+    hbm = cluster.devices[0].mem_bandwidth_Bps
+    (chunk,) = chunks(config, flops, hbm, gemm)
     work = sum(v for _, v in chunk.forward) + sum(v for _, v in chunk.backward)
     update = update_seconds(parameters(SMALL), hbm)
     got = simulate_megatron(cluster, config)
