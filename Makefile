@@ -34,7 +34,7 @@ lint: $(STAMP)
 	$(BIN)/mypy backends lab
 
 pytest: $(STAMP)
-	DISTML_IMPL=solutions $(BIN)/python -m pytest -q tests
+	DISTML_IMPL=solutions $(BIN)/python -m pytest -q --durations=25 tests
 
 notebooks: $(STAMP)
 	DISTML_SMOKE=1 $(BIN)/python -m pytest -q --nbmake notebooks
