@@ -202,3 +202,20 @@ def check_network(args: Any, worlds: Sequence[int], machine: bool = True
     if why:
         raise UsageError(f"cannot use --network shaped: {why}")
     return network, bandwidth
+
+
+def check_cluster(name: str) -> None:
+    """``--cluster``: ``local``, a preset's name, or a cluster file that reads
+    (:func:`simulator.core.cluster_file.load`); else one line."""
+    from simulator.core.cluster_file import is_cluster_file, load
+    from simulator.core.hardware import PRESETS
+
+    if is_cluster_file(name):
+        try:
+            load(name)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    elif name != "local" and name not in PRESETS:
+        raise UsageError(f"unknown cluster {name!r}; choose local, one of "
+                         f"{', '.join(sorted(PRESETS))}, or a cluster file (.json)")
+

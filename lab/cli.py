@@ -26,6 +26,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -33,6 +34,7 @@ from lab.checks import (
     ENGINES,
     MAX_REPEATS,
     check_backend,
+    check_cluster,
     check_network,
     check_real_ranks,
     check_sweep,
@@ -95,13 +97,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--world", default="2", help="world sizes to calibrate, e.g. 2,3,4")
     p.add_argument("--backend", default="gloo", choices=["gloo", "nccl"])
     p.add_argument("--quick", action="store_true", help="fewer sizes and repeats")
+    p.add_argument("--cluster-out", help="write a cluster file for --cluster FILE instead")
     _network_options(p)
     _common(p, sweep=False)
     p = sub.add_parser("simulate", help="predict with the simulated twin")
     _common(p)
     _network_options(p)
-    p.add_argument("--cluster", default="local", help="local (calibrated) or a preset: "
-                   "a100, h100, ethernet-10g")
+    p.add_argument("--cluster", default="local", help="local (calibrated), a preset (a100, "
+                   "h100, ethernet-10g) or a cluster file (calibrate --cluster-out FILE.json)")
     p.add_argument("--engine", default="auto", choices=ENGINES, help="auto (default): an "
                    "exact fast path where the twin has one on the cluster, else per-rank events")
     p.add_argument("--progress", action="store_true", help="a progress bar even with --json")
@@ -171,6 +174,7 @@ def _emit(args: argparse.Namespace, doc: Any, table: list[dict[str, Any]],
 def cmd_calibrate(args: argparse.Namespace) -> None:
     """``distml-lab calibrate``."""
     from lab.calibrate import calibrate, calibration_sweep, describe_entry
+    from lab.cluster_file import write_cluster_file
     from simulator.core.calibration import check_writable
 
     worlds = parse_worlds(args.world)
@@ -179,21 +183,19 @@ def cmd_calibrate(args: argparse.Namespace) -> None:
     check_real_ranks(worlds, max(calibration_sweep(args.quick)["sizes"]))
     check_backend(args.backend, max(worlds))
     network, bandwidth = check_network(args, worlds)
+    if args.cluster_out is not None:
+        return write_cluster_file(args, max(worlds), network)
     check_writable(args.calibration)
     entries = []
     for world in worlds:
-        print(f"calibrating {args.backend} with {world} ranks on {network} ...",
-              file=sys.stderr)
-        entry = calibrate(world, args.backend, path=args.calibration, network=network,
-                          bandwidth=bandwidth, progress=True, **calibration_sweep(args.quick))
-        entries.append(entry)
+        print(f"calibrating {args.backend} with {world} ranks on {network} ...", file=sys.stderr)
+        entries.append(calibrate(world, args.backend, path=args.calibration, network=network,
+                                 bandwidth=bandwidth, progress=True,
+                                 **calibration_sweep(args.quick)))
     if args.json:
-        from dataclasses import asdict
-
         print(json.dumps({"entries": [asdict(e) for e in entries]}, indent=2))
         return
-    for e in entries:
-        print(describe_entry(e))
+    print("\n".join(describe_entry(e) for e in entries))
 
 
 def cmd_simulate(args: argparse.Namespace) -> None:
@@ -204,7 +206,6 @@ def cmd_simulate(args: argparse.Namespace) -> None:
     from lab.predict import plan, predict
     from lab.strategies import get_strategy
     from lab.strategy_cli import simulate_strategy
-    from simulator.core.hardware import PRESETS
     from simulator.host.factory import tiers_of
 
     strategy = get_strategy(args.twin)
@@ -212,9 +213,7 @@ def cmd_simulate(args: argparse.Namespace) -> None:
         simulate_strategy(args, strategy)
         return
     twin, worlds, sizes = _sweep(args, engine=args.engine)
-    if args.cluster != "local" and args.cluster not in PRESETS:
-        raise UsageError(f"unknown cluster {args.cluster!r}; choose local or one of "
-                         f"{', '.join(sorted(PRESETS))}")
+    check_cluster(args.cluster)
     network, bandwidth = check_network(args, worlds, machine=False)
     calibration = Calibration.load(args.calibration) if args.cluster == "local" else None
     plans = []

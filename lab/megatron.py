@@ -60,7 +60,8 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     for name, what in SHAPE:
         p.add_argument(f"--{name}", type=whole(1, MAX_SHAPE),
                        help=what + " (overrides the preset's)")
-    p.add_argument("--cluster", required=True, help="a preset: a100 or h100 (DGX nodes)")
+    p.add_argument("--cluster", required=True, help="a preset: a100 or h100 (DGX nodes), or "
+                   "a cluster file (calibrate --cluster-out FILE.json)")
     p.add_argument("--recompute", default="full", choices=["full", "selective", "none"],
                    help="activation recomputation (default full, as Narayanan et al. 2021)")
     p.add_argument("--sequence-parallel", action="store_true",
@@ -96,15 +97,17 @@ def model_from(args: argparse.Namespace) -> Any:
 
 
 def cluster_for(name: str, gpus: int) -> Any:
-    """A preset cluster of ``gpus`` GPUs (whole 8-GPU nodes)."""
-    from simulator.core.hardware import preset
+    """A preset cluster of ``gpus`` GPUs (whole 8-GPU nodes), or a cluster file's
+    (``calibrate --cluster-out``)."""
+    from simulator.core.cluster_file import is_cluster_file, resolve
 
-    if name not in ("a100", "h100"):
-        raise UsageError(f"invalid --cluster {name!r}: choose a100 or h100")
+    if name not in ("a100", "h100") and not is_cluster_file(name):
+        raise UsageError(f"invalid --cluster {name!r}: choose a100, h100 or a cluster file "
+                         "(.json)")
     if gpus < 1:
         raise UsageError(f"need at least 1 GPU, got {gpus}")
     try:
-        return preset(name, gpus)
+        return resolve(name, gpus)
     except ValueError as exc:
         raise UsageError(f"invalid cluster: {exc}") from None
 

@@ -18,7 +18,8 @@ from typing import Any
 
 from lab.twins import Twin
 from simulator.core.calibration import Calibration
-from simulator.core.hardware import Cluster, preset
+from simulator.core.cluster_file import resolve
+from simulator.core.hardware import Cluster
 from simulator.host import shaped_host_cluster
 from simulator.host.factory import Model
 from simulator.host.factory import local_cluster as factory_cluster
@@ -107,7 +108,7 @@ def plan(twin: Twin, world: int, cluster: str = "local",
     elif cluster == "local":
         machine = local_cluster(world, backend, calibration, model)
     else:
-        machine = preset(cluster, world)
+        machine = resolve(cluster, world)  # a preset, or a cluster file
     sustained = calls is not None and any(k != 1 for k in calls)
     fast = None if engine == "events" or sustained else fast_simulate(twin.name, machine)
     return Plan(machine, cluster, fast)

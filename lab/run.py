@@ -46,6 +46,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--calibrate", action="store_true", help="also measure the calibration "
                    "primitives on this world (DIR/calibration.json)")
     p.add_argument("--quick-calibration", action="store_true", help="the short calibration")
+    p.add_argument("--cluster-file", action="store_true", help="also probe this cluster for "
+                   "a cluster file, DIR/cluster.json (simulate/plan --cluster DIR/cluster.json)")
     return p
 
 
@@ -71,7 +73,8 @@ def plan(argv: Sequence[str], processes: int) -> dict[str, Any]:
     args = _parser().parse_args(list(argv))
     check_repeats(args.repeats)
     out = Path(args.out)
-    names = [f"{args.twin}.json"] + (["calibration.json"] if args.calibrate else [])
+    names = ([f"{args.twin}.json"] + (["calibration.json"] if args.calibrate else [])
+             + (["cluster.json"] if args.cluster_file else []))
     check_new_files(out, names, force=False)
     strategy = get_strategy(args.twin)
     if strategy is not None:
@@ -130,6 +133,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         layout = cluster_layout()
         if args.calibrate:
             _calibrate(processes, out, rank, args.quick_calibration)
+        if args.cluster_file:
+            _probe_cluster(processes, out, rank, args.quick_calibration, layout)
         records = measure(request)
     finally:
         detach()
@@ -155,6 +160,20 @@ def _calibrate(world: int, out: Path, rank: int, quick: bool) -> None:
     with tempfile.TemporaryDirectory() as tmp:  # the other ranks' copies are thrown away
         calibrate(world, "gloo", sizes=sweep["sizes"], repeats=sweep["repeats"],
                   path=Path(tmp) / "calibration.json")
+
+
+def _probe_cluster(world: int, out: Path, rank: int, quick: bool, layout: dict[str, Any]
+                   ) -> None:
+    """The cluster-file probe on torchrun's world (one node, or several: the levels inside and
+    between nodes measured apart); rank 0 writes ``DIR/cluster.json``."""
+    from lab.cluster_file import measure_cluster
+
+    host = layout["ranks"][0]["host"]
+    name = f"{host}-{layout['backend']}-{layout['nodes']}x{layout['ranks_per_node']}"
+    if rank == 0:
+        out.mkdir(parents=True, exist_ok=True)
+    measure_cluster(world, layout["backend"], out / "cluster.json" if rank == 0 else None,
+                    quick, name)
 
 
 if __name__ == "__main__":

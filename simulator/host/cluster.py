@@ -27,8 +27,8 @@ from simulator.core.calibration import (
     find_entry,
     fit_alpha_beta,
 )
+from simulator.core.cluster_file import resolve as resolve_cluster
 from simulator.core.hardware import PRESETS, Cluster, Device
-from simulator.core.hardware import preset as preset_cluster
 from simulator.core.network import Contention, Link, Topology
 from simulator.host.effects import resolve, switch_effects
 from simulator.host.shaped import shaped_cluster_from_entry
@@ -315,7 +315,7 @@ def preset(name: str, world_size: int, calibration: str | Path | None = None,
         if world_size < 1:
             raise ValueError(f"world size must be at least 1, got {world_size}")
         return local_host_cluster(world_size, backend, calibration)
-    return preset_cluster(name, world_size)
+    return resolve_cluster(name, world_size)  # a preset, or a cluster file (.json)
 
 
 __all__ = ["PRESETS", "chain_latencies", "cluster_from_entry", "exchange_bus_Bps",
