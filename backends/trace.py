@@ -22,9 +22,12 @@ class Tracer:
     """Collects spans of one rank; ``gather()`` brings every rank's spans to all ranks."""
 
     def __init__(self, rank: int | None = None, enabled: bool = True) -> None:
+        from backends.device import synchronizer
+
         self.rank = dist.get_rank() if rank is None else rank
         self.enabled = enabled
         self.trace = Trace()
+        self._synchronize = synchronizer()  # on a GPU a span ends when its kernels have run
 
     @contextmanager
     def span(self, kind: str, name: str, nbytes: int = 0) -> Iterator[None]:
@@ -32,10 +35,12 @@ class Tracer:
         if not self.enabled:
             yield
             return
+        self._synchronize()
         start = time.perf_counter()
         try:
             yield
         finally:
+            self._synchronize()
             self.trace.record(self.rank, kind, name, start, time.perf_counter(), nbytes)
 
     def gather(self) -> Trace:

@@ -3,7 +3,7 @@
 For each twin (``distml-lab list``), its quick sweep is run with ``python -m lab.run`` on
 ``torchrun`` agents meeting through the c10d rendezvous: two agents ("nodes") when the twin's
 process count is even, else one. Prints one line per twin (ok / failed, seconds, records) and
-writes ``benchmarks/results/torchrun_twins-<stamp>.json``.
+writes ``benchmarks/results/torchrun_twins-<run id>.json``.
 
     .venv/bin/python benchmarks/torchrun_twins.py [--only ddp,all_reduce.ring] [--repeats 3]
 """

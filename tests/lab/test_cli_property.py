@@ -78,7 +78,7 @@ BAD_TEXT = {
     "widths": st.sampled_from(["1", "0,5", "8x0", "8x2000", "x", "2097152,2", "8x", "a,b"]),
     "path": st.sampled_from(["a file", "under a file"]),
     "chapter": st.one_of(WORD, st.sampled_from(["", "٣", "-1", "1.5", "2-3", " "])),
-    "chapters": st.one_of(WORD, st.sampled_from(["", "0", "15", "1,,2", "1.5", "٣", "2-3"])),
+    "chapters": st.one_of(WORD, st.sampled_from(["", "0", "20", "1,,2", "1.5", "٣", "2-3"])),
 }
 """Bad values of the flags that take free text, by the flag's destination."""
 
@@ -106,7 +106,7 @@ def strategy(action):
         return st.one_of(outside(action.type.bounds), JUNK.filter(lambda t: t != "1e3"))
     if action.choices:
         return WORD.filter(lambda w: w not in action.choices)
-    if action.dest in ("calibration", "out", "submissions"):
+    if action.dest in ("calibration", "out", "submissions", "measured", "cluster_out"):
         return BAD_TEXT["path"]
     if action.dest == "twin":
         return WORD.filter(lambda w: w not in ("ping_pong", "stream", "one_to_all"))
