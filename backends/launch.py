@@ -333,14 +333,14 @@ def run_ranks(ctx: Any, target: Callable[..., None],
             return values
         finally:
             try:
-                _reap(procs, grace_s if succeeded else 0.0)
+                reap(procs, grace_s if succeeded else 0.0)
             finally:
                 tap.close()
                 lifeline.close()
                 results.close()
 
 
-def _reap(procs: list[Any], grace_s: float = 3.0) -> None:
+def reap(procs: list[Any], grace_s: float = 3.0) -> None:
     """Wait briefly for children to exit, then terminate, then kill; join them all."""
     end = time.monotonic() + grace_s
     for proc in procs:

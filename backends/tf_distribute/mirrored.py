@@ -46,6 +46,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from backends.device import local_devices
 from backends.tf_distribute.cross_device_ops import CrossDeviceOps, RingAllReduce, pack, unpack
 from backends.tf_distribute.values import (
     DistributedValues,
@@ -62,13 +63,6 @@ from backends.tf_distribute.values import (
 from simulator.tf_distribute.mirrored import replica_rows
 
 DeviceLike = torch.device | str | int
-
-
-def default_devices() -> list[torch.device]:
-    """Every visible CUDA device, or one CPU (TF's default: all GPUs, else the CPU)."""
-    if torch.cuda.is_available() and torch.cuda.device_count() > 0:
-        return [torch.device("cuda", i) for i in range(torch.cuda.device_count())]
-    return [torch.device("cpu")]
 
 
 class MirroredModule(DistributedValues):
@@ -166,7 +160,7 @@ class MirroredStrategy:
 
     Args:
         devices: one per replica, e.g. ``["cuda:0", "cuda:1"]`` or ``["cpu"] * 4``
-            (default: :func:`default_devices`).
+            (default: :func:`backends.device.local_devices`, TF's: all GPUs, else the CPU).
         cross_device_ops: the gradient all-reduce (default :class:`RingAllReduce`, TF's
             default ``NcclAllReduce`` on GPUs).
         num_packs: how many packs the gradients are cut into for the all-reduce.
@@ -174,7 +168,7 @@ class MirroredStrategy:
 
     def __init__(self, devices: Sequence[DeviceLike] | None = None,
                  cross_device_ops: CrossDeviceOps | None = None, num_packs: int = 1) -> None:
-        self.devices = [torch.device(d) for d in devices] if devices else default_devices()
+        self.devices = [torch.device(d) for d in devices] if devices else local_devices()
         self.cross_device_ops = cross_device_ops or RingAllReduce()
         self.num_packs = num_packs
 

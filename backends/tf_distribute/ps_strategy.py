@@ -328,15 +328,9 @@ class LocalCluster:
 
     def stop(self) -> None:
         """End every task: terminate, then kill, and reap."""
-        procs = [t.process for t in self.tasks.values() if t.process.pid is not None]
-        for proc in procs:
-            if proc.is_alive():
-                proc.terminate()
-        for proc in procs:
-            proc.join(timeout=2.0)
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
+        from backends.launch import reap
+
+        reap([t.process for t in self.tasks.values() if t.process.pid is not None], grace_s=0.0)
         self.lifeline.close()
         channels_close([t.address for t in self.tasks.values()])
 

@@ -25,9 +25,6 @@ BACKENDS = Path(__file__).resolve().parents[2] / "backends"
 
 CPU_BY_NATURE = {
     "device.py": "the rule itself: the CPU when the backend is gloo or there is no group",
-    "tf_distribute/mirrored.py": "TensorFlow's MirroredStrategy twin picks its own local "
-                                 "devices (all GPUs, else the CPU); the tf_distribute twins are "
-                                 "outside this rule",
     "tf_distribute/values.py": "MirroredVariable.in_sync compares copies held on different "
                                "devices, so it brings them to one place, the host, to compare",
 }
