@@ -8,15 +8,17 @@ and a point that runs past ``--limit`` seconds is stopped and recorded as such; 
 of that engine are then skipped). The engines are those of ``distml-lab simulate --engine``:
 
 * ``events`` — the per-rank discrete-event simulation (one SimPy process per rank, every
-  message its own events): :func:`simulator.core.comm.run_spmd`;
+  message its own events, on the bucketed kernel of :mod:`simulator.core.kernel`):
+  :func:`simulator.core.comm.run_spmd`;
 * ``fast`` — an exact fast path (:mod:`simulator.collectives.fast`), where the algorithm has
   one on this cluster; ``auto`` takes it where it exists, else events.
 
 Each point predicts one all-reduce of 64 MiB of float32 on DGX A100 nodes (``a100`` preset:
 NVSwitch inside a node, InfiniBand between, ``fair`` sharing) through
 :func:`lab.predict.predict`, the code the command line runs, with tracing off. For the events
-engine it also counts SimPy events at worlds up to 512 and fits the growth exponents of the
-wall time and of the events per algorithm step (``p`` ranks each send one message a step, so
+engine it also counts the kernel's events at worlds up to 512 (every entry of its queue:
+SimPy events and plain callbacks) and fits the growth exponents of the wall time and of the
+events per algorithm step (``p`` ranks each send one message a step, so
 events per step should grow as ``p``: exponent 1). It asserts nothing about time (timings on
 a shared machine are noisy); the load average at the start is recorded beside them.
 """
@@ -56,20 +58,24 @@ def _peak_rss_bytes() -> int:
 
 
 def _child(twin_name: str, world: int, engine: str, count: bool, out: Any) -> None:
-    import simpy
-
     from lab.predict import predict
     from lab.twins import get_twin
+    from simulator.core.kernel import Kernel
 
     events = [0]
-    if count:
-        step = simpy.Environment.step
+    if count:  # every entry queued is done once: count them as they are queued
+        schedule, call_later = Kernel.schedule, Kernel.call_later
 
-        def counted(env: simpy.Environment) -> None:
+        def scheduled(env: Kernel, *args: Any) -> None:
             events[0] += 1
-            step(env)
+            schedule(env, *args)
 
-        simpy.Environment.step = counted  # type: ignore[method-assign]
+        def called(env: Kernel, *args: Any) -> None:
+            events[0] += 1
+            call_later(env, *args)
+
+        Kernel.schedule = scheduled  # type: ignore[method-assign]
+        Kernel.call_later = called  # type: ignore[method-assign]
     start = time.perf_counter()
     row = predict(get_twin(twin_name), world, [NBYTES], CLUSTER, engine=engine)[0]
     wall = time.perf_counter() - start

@@ -50,8 +50,10 @@ sends its buffer to ``r − 1``, which reduces; at the end ``r − 1`` sends the
   (its leader), ring all-reduce among the leaders, binomial broadcast inside each node. The
   slow inter-node links carry ``2·n·(q−1)/q`` bytes per leader for ``q`` nodes.
 
-:mod:`~simulator.collectives.fast` gives the ring's and recursive doubling's makespans for tens of
-thousands of ranks without one SimPy process per rank (:func:`ring_all_reduce_fast`,
+:mod:`~simulator.collectives.fast` gives the makespans of the ring, recursive doubling (folded
+for any ``p`` where no contended port carries two senders), the binary tree and the double
+binary tree for tens of thousands of ranks without one SimPy process per rank, where each
+is exact on the cluster (:func:`ring_all_reduce_fast`,
 :func:`ring_phases_fast`, re-exported here for the step models that use them).
 """
 

@@ -1,74 +1,64 @@
-"""Exact fast paths: an all-reduce's makespan for tens of thousands of ranks without a SimPy
+"""Exact fast paths: a collective's makespan for tens of thousands of ranks without a SimPy
 process per rank.
 
 The per-rank engine (:func:`~simulator.core.comm.run_spmd`) runs every rank program and every
-message as events. For two all-reduces the answer follows from far less, *exactly* (equal to
+message as events. For these collectives the answer follows from far less, *exactly* (equal to
 the events to rounding), on the clusters where the reasoning below holds:
 
 * :func:`ring_all_reduce_fast` — :func:`~simulator.collectives.all_reduce.ring_all_reduce`;
+  :func:`ring_phases_fast` with one phase — the ring reduce-scatter and all-gather;
 * :func:`recursive_doubling_fast` —
-  :func:`~simulator.collectives.all_reduce.recursive_doubling_all_reduce`, ``p = 2^k``.
+  :func:`~simulator.collectives.all_reduce.recursive_doubling_all_reduce`, ``p = 2^k`` in
+  lockstep; any ``p``, the fold replayed: :mod:`~simulator.collectives.fast_fold`;
+* the binary and double binary tree all-reduces: :mod:`~simulator.collectives.fast_trees`;
+* the binomial broadcast and reduce from rank 0: :mod:`~simulator.collectives.fast_binomial`.
 
 **When a message's time is known in advance.** On a textbook-tier cluster (no host effects:
 ``Cluster.host`` and every ``Link.host`` are ``None``) a message that shares no ``fifo`` or
 ``fair`` channel with another message in flight takes ``α_path + n/B_path``: the route's
 latencies summed, then its bytes at the slowest link's bandwidth (``none`` channels never
-interact). A ring rank sends one message at a time, always to ``r + 1``: if no contended
-channel is crossed by the ring messages of two different senders, no two messages ever share
-one, however far the ranks drift apart (:func:`ring_send_links`). Recursive doubling pairs
-``r`` with ``r XOR d``; it qualifies when the messages of each step share no contended channel
-and all take the same time — then every rank starts each step at the same instant, by
-induction (:func:`doubling_send_links`).
+interact; :mod:`~simulator.collectives.fast_routes`). A ring rank sends one message at a
+time, always to ``r + 1``: if no contended channel is crossed by the ring messages of two
+different senders, no two messages ever share one, however far the ranks drift apart
+(:func:`ring_send_links`). Recursive doubling pairs ``r`` with ``r XOR d``; it qualifies when
+the messages of each step share no contended channel and all take the same time — then every
+rank starts each step at the same instant, by induction (:func:`doubling_send_links`). The
+other modules say when theirs hold; one tree also replays two siblings sharing a port.
 
 :func:`fast_path` says which applies: it returns a function ``nbytes, itemsize -> seconds``,
-or ``None`` where the events must run (host effects, a fat tree's shared spines, a fold for
-``p ≠ 2^k``). :func:`ring_phases_fast` is also the estimate the ZeRO and Megatron step models
-use on any cluster (see there).
+or ``None`` where the events must run (host effects, a fat tree's shared spines, a fold whose
+late ranks meet early ones on a contended port). :func:`ring_phases_fast` is also the
+estimate the ZeRO and Megatron step models use on any cluster (see there).
 """
 
 from __future__ import annotations
 
 import functools
-import itertools
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from simulator.collectives.exchange import buffer_nbytes, chunk_nbytes
+from simulator.collectives.fast_binomial import (
+    binomial_broadcast_fast,
+    binomial_links,
+    binomial_reduce_fast,
+)
+from simulator.collectives.fast_fold import fold_links, folded_doubling_fast
+from simulator.collectives.fast_routes import send_links
+from simulator.collectives.fast_trees import (
+    TreeLinks,
+    binary_tree_fast,
+    binary_tree_links,
+    double_binary_tree_fast,
+    double_binary_tree_links,
+)
 from simulator.core.comm import SimComm, SimGen, run_spmd
 from simulator.core.hardware import Cluster
-from simulator.core.network import Channel, Topology
 
 FastPath = Callable[..., float]
 """``fast(nbytes, itemsize=4) -> makespan_s`` of one collective on the cluster it was made for."""
-
-
-def _channels(topology: Topology, src: int, dst: int) -> list[Channel]:
-    """The channels a message from ``src`` to ``dst`` crosses, without caching the route
-    (``p·lg p`` routes would fill memory at 65,536 ranks). A pair's connection
-    (:func:`~simulator.core.network.connection_channel`) is a host effect: never here."""
-    if topology.router is not None:
-        return list(itertools.pairwise(topology.router(topology, src, dst)))
-    return list(topology.route(src, dst))
-
-
-def _send_links(cluster: Cluster, pairs: list[tuple[int, int]]
-                ) -> tuple[np.ndarray, np.ndarray, dict[Channel, int]]:
-    """Each message's path latency α (s) and bandwidth B (bytes/s), and for every contended
-    (``fifo``/``fair``) channel the sender crossing it (-1 where two senders do)."""
-    topology = cluster.topology
-    latency, bandwidth = np.zeros(len(pairs)), np.zeros(len(pairs))
-    senders: dict[Channel, int] = {}
-    for i, (src, dst) in enumerate(pairs):
-        channels = _channels(topology, src, dst)
-        links = [topology.link(c) for c in channels]
-        latency[i] = sum(link.latency_s for link in links)
-        bandwidth[i] = min((link.bandwidth_Bps for link in links), default=np.inf)
-        for c, link in zip(channels, links, strict=True):
-            if link.contention != "none" and senders.setdefault(c, src) != src:
-                senders[c] = -1
-    return latency, bandwidth, senders
 
 
 def ring_send_links(cluster: Cluster) -> tuple[np.ndarray, np.ndarray] | None:
@@ -78,7 +68,7 @@ def ring_send_links(cluster: Cluster) -> tuple[np.ndarray, np.ndarray] | None:
     p = cluster.world_size
     if not cluster.textbook_tier:
         return None
-    latency, bandwidth, senders = _send_links(cluster, [(r, (r + 1) % p) for r in range(p)])
+    latency, bandwidth, senders = send_links(cluster, [(r, (r + 1) % p) for r in range(p)])
     if -1 in senders.values():
         return None
     return latency, bandwidth
@@ -95,7 +85,7 @@ def doubling_send_links(cluster: Cluster) -> list[tuple[float, float]] | None:
         return None
     steps = []
     for k in range(p.bit_length() - 1):
-        latency, bandwidth, senders = _send_links(cluster, [(r, r ^ (1 << k)) for r in range(p)])
+        latency, bandwidth, senders = send_links(cluster, [(r, r ^ (1 << k)) for r in range(p)])
         if -1 in senders.values() or np.ptp(latency) or np.ptp(bandwidth):
             return None
         steps.append((float(latency[0]), float(bandwidth[0])))
@@ -238,26 +228,57 @@ def recursive_doubling_fast(cluster: Cluster, nbytes: int, itemsize: int = 4,
 # ---- the choice --------------------------------------------------------------------------
 
 
-def _ring(cluster: Cluster) -> FastPath | None:
+def _ring(cluster: Cluster, reduce_scatter: bool = True, all_gather: bool = True
+          ) -> FastPath | None:
     links = ring_send_links(cluster)
-    return None if links is None else functools.partial(ring_phases_fast, cluster,
-                                                        links=links)
+    return None if links is None else functools.partial(
+        ring_phases_fast, cluster, reduce_scatter=reduce_scatter, all_gather=all_gather,
+        links=links)
 
 
 def _doubling(cluster: Cluster) -> FastPath | None:
     steps = doubling_send_links(cluster)
-    return None if steps is None else functools.partial(recursive_doubling_fast, cluster,
-                                                        steps=steps)
+    if steps is not None:
+        return functools.partial(recursive_doubling_fast, cluster, steps=steps)
+    folded = fold_links(cluster)
+    return None if folded is None else functools.partial(folded_doubling_fast, cluster,
+                                                         links=folded)
+
+
+def _binomial(cluster: Cluster, reduce: bool = False) -> FastPath | None:
+    links = binomial_links(cluster, reduce)
+    fast = binomial_reduce_fast if reduce else binomial_broadcast_fast
+    return None if links is None else functools.partial(fast, cluster, links=links)
+
+
+def _trees(links: Callable[[Cluster], TreeLinks | None], fast: Callable[..., float]
+           ) -> Callable[[Cluster], FastPath | None]:
+    def check(cluster: Cluster) -> FastPath | None:
+        found = links(cluster)
+        return None if found is None else functools.partial(fast, cluster, links=found)
+    return check
 
 
 FAST_PATHS: dict[str, Callable[[Cluster], FastPath | None]] = {
     "all_reduce.ring": _ring,
     "all_reduce.recursive_doubling": _doubling,
+    "all_reduce.binary_tree": _trees(binary_tree_links, binary_tree_fast),
+    "all_reduce.double_binary_tree": _trees(double_binary_tree_links, double_binary_tree_fast),
+    "broadcast.binomial": _binomial,
+    "reduce.binomial": functools.partial(_binomial, reduce=True),
+    "reduce_scatter.ring": functools.partial(_ring, all_gather=False),
+    "all_gather.ring": functools.partial(_ring, reduce_scatter=False),
 }
 """The algorithms (``operation.algorithm``) with an exact fast path, and each one's check."""
 
 _PROGRAMS = {"ring_all_reduce": "all_reduce.ring",
-             "recursive_doubling_all_reduce": "all_reduce.recursive_doubling"}
+             "recursive_doubling_all_reduce": "all_reduce.recursive_doubling",
+             "binary_tree_all_reduce": "all_reduce.binary_tree",
+             "double_binary_tree_all_reduce": "all_reduce.double_binary_tree",
+             "binomial_broadcast": "broadcast.binomial",
+             "binomial_reduce": "reduce.binomial",
+             "ring_reduce_scatter": "reduce_scatter.ring",
+             "ring_all_gather": "all_gather.ring"}
 
 
 def fast_path(algorithm: str | Callable[..., Any], cluster: Cluster) -> FastPath | None:

@@ -2,7 +2,8 @@
 
 Read in this order: :mod:`~simulator.core.network` (links, contention, topologies),
 :mod:`~simulator.core.hardware` (devices, clusters, presets), :mod:`~simulator.core.comm`
-(rank programs and ``run_spmd``), :mod:`~simulator.core.engine` (the trace),
+(rank programs and ``run_spmd``), :mod:`~simulator.core.kernel` (the event queue they run
+on), :mod:`~simulator.core.engine` (the trace),
 :mod:`~simulator.core.cores` (CPU cores shared by the ranks' computations). This machine's own
 cluster, solved from its calibration, is the host tier above it (:mod:`simulator.host`); the
 core imports nothing from there, and offers it one hook per link and per cluster, ``host``

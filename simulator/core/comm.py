@@ -47,6 +47,7 @@ import simpy
 from simulator.core.engine import Trace
 from simulator.core.hardware import Cluster
 from simulator.core.host_hooks import ClusterEffects
+from simulator.core.kernel import Kernel
 from simulator.core.network import Channel, Network
 from simulator.core.world import SimDeadlock as SimDeadlock  # re-exported: part of the API
 from simulator.core.world import SimWork as SimWork
@@ -135,6 +136,8 @@ class SimComm:
         (:meth:`~ClusterEffects.send_buffer`), once at most S bytes of the message are still
         to move."""
         self._check_peer(dst)
+        if self._world.direct:
+            return SimWork(self._send_direct(dst, nbytes, tag))
         key = self._key(self.rank, dst, tag)
         seq = self._world.sent.get(key, 0)
         self._world.sent[key] = seq + 1
@@ -143,17 +146,6 @@ class SimComm:
         buffer = host.send_buffer(nbytes) if buffered else None  # once per send
         returned = self.env.event() if buffer is not None else None
         began, posted = self._post(tag)
-        if self._world.direct:
-            arrival = self._world.arrival((*key, seq))
-            start = self.now
-
-            def arrived() -> None:
-                arrival.succeed(nbytes)
-                if tag != _BARRIER_TAG:
-                    self.span("send", f"send {self.rank}->{dst}", start, nbytes)
-
-            if self._world.network.post(self.global_rank, self.ranks[dst], nbytes, arrived):
-                return SimWork(arrival)  # delivered when it has arrived
         delivery = self.env.process(self._deliver(dst, nbytes, (*key, seq), tag, returned,
                                                   began, posted, buffer_bytes=buffer or 0.0))
         if returned is not None:
@@ -161,6 +153,23 @@ class SimComm:
         if buffered:
             return SimWork(self.env.timeout(0))
         return SimWork(delivery)
+
+    def _send_direct(self, dst: int, nbytes: int, tag: int) -> simpy.Event:
+        """A send without a process (:func:`~simulator.core.world.direct_messages`): the
+        network calls the arrival's ``succeed(nbytes)`` when the last byte is in."""
+        world, to = self._world, self.ranks[dst]
+        arrival = world.meet((self._group, self.global_rank, to, tag), True, nbytes)
+        if world.trace is None or tag == _BARRIER_TAG:
+            world.network.post(self.global_rank, to, nbytes, arrival.succeed, nbytes)
+            return arrival
+        start = self.now
+
+        def arrived(_: None) -> None:  # with tracing: the send's span too
+            arrival.succeed(nbytes)
+            self.span("send", f"send {self.rank}->{dst}", start, nbytes)
+
+        world.network.post(self.global_rank, to, nbytes, arrived)
+        return arrival
 
     def _deliver(self, dst: int, nbytes: int, key: tuple[Any, ...], tag: int,
                  returned: simpy.Event | None = None, began: float = 0.0,
@@ -184,31 +193,34 @@ class SimComm:
     def irecv(self, src: int, nbytes: int | None = None, tag: int = 0) -> SimWork:
         """Post a receive from group rank ``src``; the work's value is the bytes received."""
         self._check_peer(src)
+        if self._world.direct:
+            return SimWork(self._recv_direct(src, nbytes, tag))
         key = self._key(src, self.rank, tag)
         seq = self._world.received.get(key, 0)
         self._world.received[key] = seq + 1
         _, posted = self._post(tag)
         if self._world.host.receiver_driven_sends and tag != _BARRIER_TAG:
             self.env.process(self._notify_ready(src, (*key, seq), posted))
-        if not self._world.direct:
-            return SimWork(self.env.process(self._await(src, nbytes, (*key, seq), tag, posted)))
-        # No process: match the message in a callback of its arrival (or now, if it is in).
-        arrival, start, full_key = self._world.arrival((*key, seq)), self.now, (*key, seq)
+        return SimWork(self.env.process(self._await(src, nbytes, (*key, seq), tag, posted)))
+
+    def _recv_direct(self, src: int, nbytes: int | None, tag: int) -> simpy.Event:
+        """A receive without a process: the message's arrival event, sizes checked when
+        sender and receiver meet; with tracing, a callback of the arrival records the span."""
+        world = self._world
+        arrival = world.meet((self._group, self.ranks[src], self.global_rank, tag), False,
+                             nbytes, (self.rank, src))
+        if world.trace is None or tag == _BARRIER_TAG:
+            return arrival
+        start = self.now
 
         def matched(event: simpy.Event) -> None:
-            del self._world.arrivals[full_key]  # matched: forget it, so long runs stay fast
-            got = cast(int, event.value)  # the bytes the sender sent
-            if nbytes is not None and got != nbytes:
-                raise ValueError(f"rank {self.rank} expected {nbytes} B from rank {src} "
-                                 f"(tag {tag}) but {got} B were sent")
-            if tag != _BARRIER_TAG:
-                self.span("recv", f"recv {src}->{self.rank}", start, got)
+            self.span("recv", f"recv {src}->{self.rank}", start, cast(int, event.value))
 
         if arrival.callbacks is None:  # arrived and processed before the receive was posted
             matched(arrival)
         else:
             arrival.callbacks.append(matched)
-        return SimWork(arrival)
+        return arrival
 
     def _notify_ready(self, src: int, key: tuple[Any, ...], posted: float = 0.0) -> SimGen:
         """gloo's receive-ready notice: a small control message back to the sender; it takes
@@ -238,14 +250,14 @@ class SimComm:
 
     def send(self, dst: int, nbytes: int, tag: int = 0) -> SimGen:
         """Blocking send: ``yield from comm.send(dst, nbytes)``."""
-        yield from self._blocking(self.isend(dst, nbytes, tag), f"send to {dst} (tag {tag})")
+        yield from self._blocking(self.isend(dst, nbytes, tag), ("send to", dst, tag))
 
     def recv(self, src: int, nbytes: int | None = None, tag: int = 0) -> SimGen:
         """Blocking receive: ``got = yield from comm.recv(src, nbytes)``."""
-        return (yield from self._blocking(self.irecv(src, nbytes, tag),
-                                          f"recv from {src} (tag {tag})"))
+        return (yield from self._blocking(self.irecv(src, nbytes, tag), ("recv from", src, tag)))
 
-    def _blocking(self, work: SimWork, what: str) -> SimGen:
+    def _blocking(self, work: SimWork, what: tuple[str, int | None, int]) -> SimGen:
+        """Wait for ``work``, noting what for (verb, peer, tag) in case the run deadlocks."""
         self._world.waiting[self.global_rank] = what
         value = yield work.wait()
         self._world.waiting.pop(self.global_rank, None)
@@ -258,17 +270,21 @@ class SimComm:
             self.isend((self.rank + distance) % self.world_size, 0, _BARRIER_TAG)
             yield from self._blocking(
                 self.irecv((self.rank - distance) % self.world_size, 0, _BARRIER_TAG),
-                "barrier")
+                ("barrier", None, _BARRIER_TAG))
             distance *= 2
         self.span("wait", "barrier", start)
 
     # -- local work -----------------------------------------------------------------------
 
     def _busy(self, kind: str, seconds: float, nbytes: int = 0, name: str = "") -> SimGen:
-        if self._world.posted_until:  # local work waits for the rank's own posts
-            yield from self._until(self._world.posted_until[self.global_rank])
+        world = self._world
+        if world.posted_until:  # local work waits for the rank's own posts
+            yield from self._until(world.posted_until[self.global_rank])
+        if world.trace is None:
+            yield world.env.timeout(seconds)
+            return
         start = self.now
-        yield self.env.timeout(seconds)
+        yield world.env.timeout(seconds)
         self.span(kind, name or kind, start, nbytes)
 
     def compute(self, flops: float, name: str = "compute") -> SimGen:
@@ -338,15 +354,22 @@ def run_spmd(cluster: Cluster, program: Program, *args: Any, trace: bool = True,
         SimDeadlock: when events run out while a rank still waits, naming the ranks and what
             each was waiting for.
     """
+    return _run(cluster, program, args, kwargs, trace, calls, lean=True)
+
+
+def _run(cluster: Cluster, program: Program, args: tuple[Any, ...], kwargs: dict[str, Any],
+         trace: bool, calls: int, lean: bool) -> SimResult:
+    """:func:`run_spmd` on the :class:`~simulator.core.kernel.Kernel`, direct messages where
+    allowed (``lean``); else stock SimPy, a process per message: the reference it equals."""
     if calls < 1:
         raise ValueError(f"calls must be >= 1, got {calls}")
-    env = simpy.Environment()
+    env = Kernel() if lean else simpy.Environment()
     p = cluster.world_size
     host = cluster.host or ClusterEffects()
     world = World(env, cluster, Network(env, cluster.topology), Trace() if trace else None,
                    host, memory=[0] * p, peak_memory=[0] * p,
                    posted_until=[0.0] * p if host.post_overhead_s else [],
-                   direct=direct_messages(cluster))
+                   direct=lean and direct_messages(cluster))
     finish = [0.0] * p
 
     def rank_main(rank: int) -> SimGen:
@@ -368,7 +391,7 @@ def run_spmd(cluster: Cluster, program: Program, *args: Any, trace: bool = True,
         gc.set_threshold(*thresholds)
     stuck = [r for r, proc in enumerate(processes) if not proc.triggered]
     if stuck:
-        detail = "; ".join(f"rank {r}: {world.waiting.get(r, 'waiting')}" for r in stuck)
+        detail = "; ".join(f"rank {r}: {world.waiting_for(r)}" for r in stuck)
         raise SimDeadlock(f"deadlock: {len(stuck)} of {p} ranks never finished ({detail})")
     return SimResult(
         makespan_s=max(finish, default=0.0), finish_s=finish,

@@ -22,9 +22,9 @@ def _records(capsys, argv):
 
 
 def test_engine_fast_on_a_twin_without_one_names_the_twins_with_one(capsys):
-    err = _refused(capsys, ["simulate", "all_reduce.binary_tree", "--cluster", "a100",
+    err = _refused(capsys, ["simulate", "all_reduce.rabenseifner", "--cluster", "a100",
                             "--world", "8", "--sizes", "1MiB", "--engine", "fast"])
-    assert "all_reduce.binary_tree has no exact fast path" in err
+    assert "all_reduce.rabenseifner has no exact fast path" in err
     assert "all_reduce.ring" in err and "all_reduce.recursive_doubling" in err
 
 
@@ -42,7 +42,7 @@ def test_events_above_their_limit_point_to_the_fast_path(capsys):
 
 
 def test_a_twin_without_a_fast_path_keeps_the_event_limit(capsys):
-    err = _refused(capsys, ["simulate", "all_reduce.binary_tree", "--cluster", "a100",
+    err = _refused(capsys, ["simulate", "all_reduce.rabenseifner", "--cluster", "a100",
                             "--world", str(MAX_SIMULATED_RANKS + 8), "--sizes", "1MiB"])
     assert f"at most {MAX_SIMULATED_RANKS} ranks" in err and "--engine" not in err
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import simpy
 
+from simulator.core.kernel import later
 from simulator.core.network.host_hooks import LinkEffects
 from simulator.core.network.link import Channel
 from simulator.core.network.topology import Topology
@@ -31,26 +32,31 @@ _TEXTBOOK = LinkEffects()  # a link without host effects
 class Flow:
     """A transfer in the bandwidth phase on ``fair`` channels.
 
-    ``done`` is called when the last byte has moved. ``buffered``, if given, is triggered once
-    ``remaining`` ≤ ``buffer_bytes`` (the moment a
-    blocking send returns to a sender whose socket buffer holds ``buffer_bytes``). ``weight``:
-    what each byte takes of a channel it shares, ``lone_weight`` of a channel it crosses alone
-    (a queued send's, :meth:`Network.transfer`).
+    ``done(value)`` is called when the last byte has moved. ``buffered``, if given, is
+    triggered once ``remaining`` ≤ ``buffer_bytes`` (the moment a blocking send returns to a
+    sender whose socket buffer holds ``buffer_bytes``). ``weight``: what each byte takes of a
+    channel it shares, ``lone_weight`` of a channel it crosses alone (a queued send's,
+    :meth:`Network.transfer`). ``touches``: every channel it uses, its own and its
+    acknowledgements' (worked out from ``channels`` and ``acks`` when not given).
     """
 
     __slots__ = ("acks", "buffer_bytes", "buffered", "cap", "channels", "done", "lone_weight",
-                 "rate", "remaining", "size", "t_ref", "version", "weight")
+                 "rate", "remaining", "size", "t_ref", "touches", "value", "version", "weight")
 
     def __init__(self, nbytes: float, channels: Sequence[Channel], cap: float,
-                 done: Callable[[], Any],
+                 done: Callable[[Any], Any], value: Any = None,
                  acks: Sequence[tuple[Channel, float]] = (),
                  buffered: simpy.Event | None = None, buffer_bytes: float = 0.0,
-                 weight: float = 1.0, lone_weight: float = 1.0) -> None:
+                 weight: float = 1.0, lone_weight: float = 1.0,
+                 touches: Sequence[Channel] | None = None) -> None:
         self.remaining = float(nbytes)
         self.size = float(nbytes)  # the whole message: what a by-load channel counts
-        self.channels = channels
+        self.channels = tuple(channels)
         self.cap = cap
         self.done = done
+        self.value = value
+        self.touches = (touches if touches is not None
+                        else (*channels, *(a for a, _ in acks)))
         self.rate = 0.0
         self.acks = acks
         self.buffered = buffered
@@ -79,9 +85,11 @@ class FairShare:
 
     def __init__(self, env: simpy.Environment, topology: Topology) -> None:
         self.env = env
+        self._later = later(env)
         self.topology = topology
         self._bandwidth_Bps: dict[Channel, float] = {}
         self._solo_Bps: dict[Channel, float | None] = {}
+        self._slowest_Bps: dict[Sequence[Channel], float] = {}  # by route, for _alone
         self._flows: dict[Flow, None] = {}  # in flight, in the order they started
         self._users: dict[Channel, dict[Flow, None]] = {}  # flows (data or acks) by channel
         self._dirty: dict[Channel, None] = {}  # channels whose flows changed this instant
@@ -99,14 +107,19 @@ class FairShare:
     def _add_flow(self, flow: Flow) -> None:
         flow.t_ref = self.env.now
         self._flows[flow] = None
-        for channel in itertools.chain(flow.channels, (a for a, _ in flow.acks)):
-            self._users.setdefault(channel, {})[flow] = None
-            self._dirty[channel] = None
+        users, dirty = self._users, self._dirty
+        for channel in flow.touches:
+            on = users.get(channel)
+            if on is None:
+                users[channel] = {flow: None}
+            else:
+                on[flow] = None
+            dirty[channel] = None
         self._invalidate()
 
     def _remove_flow(self, flow: Flow) -> None:
         del self._flows[flow]
-        for channel in itertools.chain(flow.channels, (a for a, _ in flow.acks)):
+        for channel in flow.touches:
             users = self._users[channel]
             users.pop(flow, None)
             if not users:
@@ -119,9 +132,9 @@ class FairShare:
         self._version += 1
         if not self._settling:
             self._settling = True
-            self.env.timeout(0).callbacks.append(self._settle)
+            self._later(0, self._settle, None)
 
-    def _settle(self, _: simpy.Event) -> None:
+    def _settle(self, _: None) -> None:
         self._settling = False
         self._reschedule()
 
@@ -133,19 +146,31 @@ class FairShare:
         components: list[list[Flow]] = []
         found: set[Flow] = set()
         seen: set[Channel] = set()
+        users = self._users
         for start in self._dirty:
-            if start in seen:
-                continue  # reached from an earlier start: in its component
+            if start in seen or start not in users:
+                continue  # reached from an earlier start (in its component), or unused now
             seen.add(start)
+            on = users[start]
+            if len(on) == 1:  # a flow alone on all its channels is a component of its own
+                lone = next(iter(on))
+                if lone not in found:
+                    for channel in lone.touches:
+                        if len(users[channel]) != 1:
+                            break
+                    else:
+                        found.add(lone)
+                        seen.update(lone.touches)
+                        components.append([lone])
+                        continue
             component: list[Flow] = []
             stack = [start]
             while stack:
-                for flow in self._users.get(stack.pop(), ()):
+                for flow in users.get(stack.pop(), ()):
                     if flow not in found:
                         found.add(flow)
                         component.append(flow)
-                        for channel in itertools.chain(flow.channels,
-                                                       (a for a, _ in flow.acks)):
+                        for channel in flow.touches:
                             if channel not in seen:
                                 seen.add(channel)
                                 stack.append(channel)
@@ -162,9 +187,16 @@ class FairShare:
             for flow in changed:
                 flow.advance(now)
             if len(changed) == 1 and not changed[0].acks:
-                self._alone(changed[0])
-            else:
-                self._allocate(changed)
+                flow = changed[0]
+                flow.rate = self._alone(flow)
+                flow.version += 1
+                if flow.buffered is None:  # _queue, inlined for the common flow
+                    heapq.heappush(self._due, (now + max(flow.remaining, 0.0) / flow.rate,
+                                               next(self._seq), flow, flow.version))
+                else:
+                    self._queue(flow)
+                continue
+            self._allocate(changed)
             for flow in changed:
                 flow.version += 1
                 self._queue(flow)
@@ -173,15 +205,18 @@ class FairShare:
         while due and (due[0][2].version != due[0][3] or due[0][2] not in self._flows):
             heapq.heappop(due)  # stale: the flow's rate changed since, or it ended
         if due:
-            version = self._version
-            self.env.timeout(max(due[0][0] - now, 0.0)).callbacks.append(
-                lambda _: self._wake(version))
+            self._later(max(due[0][0] - now, 0.0), self._wake, self._version)
 
-    def _alone(self, flow: Flow) -> None:
+    def _alone(self, flow: Flow) -> float:
         """The rate of a flow that shares none of its channels: what its slowest channel
         carries for it alone (solo rate, or rate at its own load), or its cap — what
-        :meth:`_allocate` gives it, without the bookkeeping."""
-        rate = flow.cap
+        :meth:`_allocate` gives it, without the bookkeeping. Where no channel's rate depends
+        on the load, the slowest channel's rate is kept per route (dividing by the weight
+        after taking the minimum is exact: rounding is monotone)."""
+        slowest = self._slowest_Bps.get(flow.channels)
+        if slowest is not None:
+            return min(flow.cap, slowest / flow.lone_weight)
+        rate, slowest = flow.cap, math.inf
         for channel in flow.channels:
             solo = self._solo(channel)
             if solo is not None:
@@ -191,7 +226,10 @@ class FairShare:
             else:
                 bandwidth = self._bandwidth(channel)
             rate = min(rate, bandwidth / flow.lone_weight)
-        flow.rate = rate
+            slowest = min(slowest, bandwidth)
+        if not any(channel in self._by_load for channel in flow.channels):
+            self._slowest_Bps[tuple(flow.channels)] = slowest
+        return rate
 
     def _queue(self, flow: Flow) -> None:
         """Queue the moment ``flow`` next needs attention: its end, or its buffer's, s."""
@@ -218,7 +256,7 @@ class FairShare:
                 self._queue(flow)  # its buffer was due, its end is not
         for flow in finished:
             self._remove_flow(flow)
-            flow.done()
+            flow.done(flow.value)
         self._invalidate()
 
     def _bandwidth(self, channel: Channel) -> float:
@@ -283,8 +321,7 @@ class FairShare:
                 left[c] -= step * n
             unfrozen = []
             for flow in active:
-                full = any(left[c] <= full_at[c]
-                           for c in itertools.chain(flow.channels, (a for a, _ in flow.acks)))
+                full = any(left[c] <= full_at[c] for c in flow.touches)
                 if full or flow.rate >= flow.cap * (1 - 1e-12):
                     for c in flow.channels:
                         users[c] -= weight(flow, c)

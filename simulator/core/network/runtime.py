@@ -39,10 +39,11 @@ class _Path:
     """What :meth:`Network.transfer` needs to know about one route, worked out once."""
 
     __slots__ = ("acks", "busy", "busy_by_flows", "busy_latency_s", "cap", "channels", "fair",
-                 "fifo", "latency_s", "one_way_pair", "simultaneous")
+                 "fifo", "latency_s", "nbytes", "one_way_pair", "simultaneous", "touches")
 
     def __init__(self, topology: Topology, src: int, dst: int) -> None:
         self.channels = topology.route(src, dst)
+        self.nbytes = 0  # bytes sent along this route so far
         links = [topology.link(c) for c in self.channels]
         hosts = [_effects(link) for link in links]
         self.latency_s = sum(link.latency_s for link in links)
@@ -66,19 +67,22 @@ class _Path:
         # a global lock order over fifo channels: no two transfers wait on each other
         self.fifo = sorted((c for c, link in zip(self.channels, links, strict=True)
                             if link.contention == "fifo"), key=lambda c: tuple(map(str, c)))
-        self.fair = [c for c, link in zip(self.channels, links, strict=True)
-                     if link.contention == "fair"]
+        fair = [c for c, link in zip(self.channels, links, strict=True)
+                if link.contention == "fair"]
         # the pair's connection, both directions alike (shared_bus's connection_by_load)
         connection = connection_channel(src, dst)
         if (src != dst and frozenset(connection) in topology.links
                 and topology.link(connection).contention == "fair"):
-            self.fair.append(connection)
+            fair.append(connection)
+        self.fair = tuple(fair)  # hashable: fair sharing keeps rates by route
         # the reverse directions that carry this transfer's acknowledgements, and their share
         self.acks = [((c[1], c[0]), host.ack_fraction)
                      for c, link, host in zip(self.channels, links, hosts, strict=True)
                      if link.contention == "fair" and host.ack_fraction > 0]
         self.cap = min((link.bandwidth_Bps for link in links if link.contention != "fair"),
                        default=math.inf)
+        # every channel a flow on this path uses: its fair channels, then its acknowledgements'
+        self.touches = (*self.fair, *(c for c, _ in self.acks))
 
 
 class Network(FairShare):
@@ -93,12 +97,20 @@ class Network(FairShare):
 
     def __init__(self, env: simpy.Environment, topology: Topology) -> None:
         super().__init__(env, topology)
-        self.bytes_per_channel: dict[Channel, int] = {}
         self._fifo: dict[Channel, simpy.Resource] = {}
         self._paths: dict[tuple[int, int], _Path] = {}
         self._in_flight: dict[Channel, int] = {}
         # messages in flight by (src, dst), kept where a path has a one-way pair latency
         self._between: dict[tuple[int, int], int] = {}
+
+    @property
+    def bytes_per_channel(self) -> dict[Channel, int]:
+        """Bytes that crossed each directed link so far (summed over the routes used)."""
+        counts: dict[Channel, int] = {}
+        for path in self._paths.values():
+            for channel in path.channels:
+                counts[channel] = counts.get(channel, 0) + path.nbytes
+        return counts
 
     def _path(self, src: int, dst: int) -> _Path:
         path = self._paths.get((src, dst))
@@ -106,33 +118,37 @@ class Network(FairShare):
             path = self._paths[(src, dst)] = _Path(self.topology, src, dst)
         return path
 
-    def post(self, src: int, dst: int, nbytes: int, arrived: Callable[[], Any]) -> bool:
+    def post(self, src: int, dst: int, nbytes: int, arrived: Callable[[Any], Any],
+             value: Any = None) -> None:
         """Deliver ``nbytes`` from ``src`` to ``dst`` as :meth:`transfer` does, calling
-        ``arrived()`` when the last byte is in — without a SimPy process: a timer for α, then
-        a flow (or a timer for ``n/B``). That is most of a large simulation's messages, and
-        each process costs several events. Returns ``False``, having done nothing, where the
-        route needs the process: a busy latency, a one-way pair latency or a ``fifo``
-        channel."""
-        path = self._path(src, dst)
+        ``arrived(value)`` when the last byte is in — without a SimPy process: a timer for α,
+        then a flow (or a timer for ``n/B``), all plain callbacks. That is most of a large
+        simulation's messages, and each process costs several events. Only for routes that
+        need no process (:func:`simulator.core.world.direct_messages`): no busy latency, no
+        one-way pair latency, no ``fifo`` channel."""
+        path = self._paths.get((src, dst)) or self._path(src, dst)
         if path.busy or path.fifo or path.one_way_pair is not None:
-            return False
-        for channel in path.channels:
-            self.bytes_per_channel[channel] = self.bytes_per_channel.get(channel, 0) + nbytes
-        if path.latency_s > 0:
-            self.env.timeout(path.latency_s).callbacks.append(
-                lambda _: self._begin(path, nbytes, arrived))
+            raise ValueError(f"the route {src} -> {dst} needs Network.transfer")
+        path.nbytes += nbytes
+        if path.latency_s <= 0:
+            self._begin((path, nbytes, arrived, value))
+        elif nbytes and path.fair:  # the flow starts after α (what _begin would do then)
+            self._later(path.latency_s, self._add_flow,
+                        Flow(nbytes, path.fair, path.cap, arrived, value, path.acks,
+                             touches=path.touches))
         else:
-            self._begin(path, nbytes, arrived)
-        return True
+            self._later(path.latency_s, self._begin, (path, nbytes, arrived, value))
 
-    def _begin(self, path: _Path, nbytes: int, arrived: Callable[[], Any]) -> None:
+    def _begin(self, message: tuple[_Path, int, Callable[[Any], Any], Any]) -> None:
         """The bandwidth phase of :meth:`post`."""
+        path, nbytes, arrived, value = message
         if nbytes == 0 or not path.channels:
-            arrived()
+            arrived(value)
         elif path.fair:
-            self._add_flow(Flow(nbytes, path.fair, path.cap, arrived, path.acks))
+            self._add_flow(Flow(nbytes, path.fair, path.cap, arrived, value, path.acks,
+                                touches=path.touches))
         else:
-            self.env.timeout(nbytes / path.cap).callbacks.append(lambda _: arrived())
+            self._later(nbytes / path.cap, arrived, value)
 
     def transfer(self, src: int, dst: int, nbytes: int, buffered: simpy.Event | None = None,
                  buffer_bytes: float = 0.0, weight: float = 1.0, lone_weight: float = 1.0
@@ -152,8 +168,7 @@ class Network(FairShare):
             buffered.succeed()
             buffered = None
         path = self._path(src, dst)
-        for channel in path.channels:
-            self.bytes_per_channel[channel] = self.bytes_per_channel.get(channel, 0) + nbytes
+        path.nbytes += nbytes
         for c in path.busy:
             self._in_flight[c] = self._in_flight.get(c, 0) + 1
         paired = path.one_way_pair is not None  # only then who sends to whom matters
@@ -200,8 +215,8 @@ class Network(FairShare):
         try:
             if path.fair:
                 done = self.env.event()
-                self._add_flow(Flow(nbytes, path.fair, path.cap, done.succeed, path.acks,
-                                     buffered, buffer_bytes, weight, lone_weight))
+                self._add_flow(Flow(nbytes, path.fair, path.cap, done.succeed, None, path.acks,
+                                    buffered, buffer_bytes, weight, lone_weight, path.touches))
                 yield done
             elif buffered is not None:
                 yield self.env.timeout((nbytes - buffer_bytes) / path.cap)
