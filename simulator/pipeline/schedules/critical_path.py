@@ -122,7 +122,12 @@ def in_flight(actions: Sequence[Action]) -> int:
 
 def draw(schedule: Schedule, forward_ticks: int = 1, backward_ticks: int = 1) -> str:
     """The schedule as a text table: one row per rank, one column per time unit, ``.`` idle."""
-    spans = timeline(schedule, forward_ticks, backward_ticks)
+    return spans_table(schedule, timeline(schedule, forward_ticks, backward_ticks))
+
+
+def spans_table(schedule: Schedule, spans: list[list[Span]]) -> str:
+    """Timed spans (whole ticks) as the text table of :func:`draw`: one row per rank, one
+    column per tick, each action's name across its ticks, ``.`` idle."""
     ticks = round(makespan(spans))
     width = max(len(str(a)) for actions in schedule for a in actions)
     rows = []
