@@ -126,15 +126,20 @@ def test_a_w_before_its_i_is_rejected():
 
 # -- the bubble ----------------------------------------------------------------------------------
 
-@given(p=st.integers(1, 6), extra=st.integers(0, 10),
-       f=st.sampled_from([1.0, 2.0]), i=st.sampled_from([1.0, 2.0]))
-def test_zb_h1_bubble_is_p_minus_1_times_f_plus_i_minus_w(p, extra, f, i):
+@given(p=st.integers(1, 6), extra=st.integers(0, 10), f=st.sampled_from([1.0, 2.0]),
+       i=st.sampled_from([1.0, 2.0]), w=st.sampled_from([0.5, 1.0, 2.0, 3.0]))
+def test_zb_h1_bubble_is_p_minus_1_times_f_plus_what_i_exceeds_w_by(p, extra, f, i, w):
     """Qi et al. 2024 §3.1: ZB-H1's bubble is (p − 1)(T_F + T_I − T_W) for m ≥ p and
-    T_W ≤ T_F + T_I; equal W here (T_W = 1)."""
+    T_W ≤ T_I; a longer W stops it at the start-up, (p − 1)T_F. Exact where T_I ≤ T_F or
+    T_W ≤ T_F, a lower bound otherwise."""
     m = p + extra
-    spans = timeline_split(zb_h1(p, m), "loop", f, i, 1.0)
-    assert makespan(spans) == zb_h1_time_s(p, m, f, i, 1.0)
-    assert makespan(spans) - m * (f + i + 1) == zb_h1_bubble_s(p, f, i, 1.0)
+    bubble = makespan(timeline_split(zb_h1(p, m), "loop", f, i, w)) - m * (f + i + w)
+    assert zb_h1_bubble_s(p, f, i, w) == (p - 1) * (f + max(i - w, 0.0))
+    assert zb_h1_time_s(p, m, f, i, w) == m * (f + i + w) + zb_h1_bubble_s(p, f, i, w)
+    if i <= f or w <= f:
+        assert bubble == pytest.approx(zb_h1_bubble_s(p, f, i, w), abs=1e-12)
+    else:
+        assert bubble >= zb_h1_bubble_s(p, f, i, w) - 1e-12
 
 
 @given(p=st.integers(2, 6), extra=st.integers(0, 8))

@@ -232,7 +232,8 @@ def zb_h1_bubble_s(stages: int, forward_s: float, input_s: float, weight_s: floa
     last stage's last ``I``: its ``p`` held-back ``W`` (``p·T_W``) and the last gradient's way
     back to stage 0 and its ``W`` (``(p − 1)T_I + T_W``); so with ``T_W > T_I`` the bubble stops
     falling at ``(p − 1)T_F``, the start-up that no flushed schedule avoids:
-    ``(p − 1)(T_F + max(T_I − T_W, 0))``."""
+    ``(p − 1)(T_F + max(T_I − T_W, 0))``. Exact where ``T_I ≤ T_F`` or ``T_W ≤ T_F``; where
+    both exceed ``T_F`` a stage's own ``W`` delays its next ``I`` and this is a lower bound."""
     return (stages - 1) * (forward_s + max(input_s - weight_s, 0.0))
 
 
