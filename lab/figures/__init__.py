@@ -14,6 +14,8 @@ same bytes on any machine. One module per part of the book:
 * :mod:`~lab.figures.model_parallel` — chapters 12–14;
 * :mod:`~lab.figures.tensorflow` — chapters 15–16 (TensorFlow's runtime);
 * :mod:`~lab.figures.strategies` — chapters 17–19 (distribution strategies);
+* :mod:`~lab.figures.sharding` — chapters 20–21 (FSDP, context parallelism);
+* :mod:`~lab.figures.experts` — chapters 22–23 (expert parallelism, zero-bubble pipelines);
 * :mod:`~lab.figures.canvas` — saving, and the schedule chart they share.
 """
 
@@ -25,10 +27,12 @@ from pathlib import Path
 from lab.figures import (
     collectives,
     data_parallel,
+    experts,
     foundations,
     model_parallel,
     pipeline,
     scale,
+    sharding,
     strategies,
     tensorflow,
 )
@@ -36,7 +40,8 @@ from lab.figures.canvas import Registry, save
 
 FIGURES: Registry = {**foundations.FIGURES, **collectives.FIGURES, **scale.FIGURES,
                      **data_parallel.FIGURES, **pipeline.FIGURES, **model_parallel.FIGURES,
-           **tensorflow.FIGURES, **strategies.FIGURES}
+           **tensorflow.FIGURES, **strategies.FIGURES, **sharding.FIGURES,
+           **experts.FIGURES}
 """Every figure: file name stem → (chapter, drawing function)."""
 
 
