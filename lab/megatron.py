@@ -6,6 +6,9 @@
         --vocab 51200 --tp 8 --pp 16 --dp 8 --global-batch 1536 --micro-batch 1 --cluster a100
     distml-lab plan --model gpt3-175b --gpus 1024 --cluster a100 --global-batch 1536 --top 10
 
+Context, expert and fully sharded data parallelism (``--cp``, ``--ep``, ``--fsdp``) and the
+mixture-of-experts presets and options (``--experts``, ``--top-k``): :mod:`lab.megatron_moe`.
+
 Both print what :mod:`simulator.tensor_parallel` predicts on a preset cluster (``a100``,
 ``h100``); a model is a preset name (:data:`simulator.transformer.PRESETS`) or its shape.
 Bad input is one line and exit status 2 (:class:`lab.units.UsageError`).
@@ -19,6 +22,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from lab.budget import budget_argument, check_budget, elapsed_bar, show_progress
+from lab.megatron_moe import (
+    grid_arguments,
+    moe_arguments,
+    moe_model,
+    plan_grid_arguments,
+    plan_options,
+)
 from lab.units import UsageError, format_size, number, whole
 
 MAX_GPUS = 65536
@@ -54,9 +64,11 @@ SHAPE = (("layers", "transformer layers l"), ("hidden", "hidden size h"),
 
 def add_model_arguments(p: argparse.ArgumentParser) -> None:
     """``--model NAME`` or the shape ``--layers … --vocab``; ``--cluster``; the options."""
+    from simulator.moe_model import PRESETS as MOE
     from simulator.transformer import PRESETS
 
-    p.add_argument("--model", help=f"a preset: {', '.join(PRESETS)} (or give the shape)")
+    p.add_argument("--model", help=f"a preset: {', '.join([*PRESETS, *MOE])} (or give the "
+                   "shape)")
     for name, what in SHAPE:
         p.add_argument(f"--{name}", type=whole(1, MAX_SHAPE),
                        help=what + " (overrides the preset's)")
@@ -70,6 +82,7 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
                    help="run every matrix multiplication at this fraction of peak FLOP/s "
                         "(a teaching override; default: priced by shape on the GPU's GEMM "
                         "model — roofline, tile and wave quantisation)")
+    moe_arguments(p)
 
 
 def model_from(args: argparse.Namespace) -> Any:
@@ -77,6 +90,9 @@ def model_from(args: argparse.Namespace) -> Any:
     from simulator.transformer import GPT, preset
 
     shape = {name: getattr(args, name) for name, _ in SHAPE}
+    moe = moe_model(args, shape)
+    if moe is not None:
+        return moe
     if args.model:
         try:
             base = preset(args.model)
@@ -150,6 +166,7 @@ def megatron_arguments(p: argparse.ArgumentParser) -> None:
                    help="model chunks per pipeline rank v (interleaved 1F1B; default 1)")
     p.add_argument("--overlap-grad-reduce", action="store_true",
                    help="all-reduce gradients during the last backward")
+    grid_arguments(p)
     budget_argument(p)
 
 
@@ -157,19 +174,22 @@ def run_megatron(args: argparse.Namespace) -> dict[str, Any]:
     """``distml-lab simulate megatron``: one iteration, predicted."""
     from simulator.tensor_parallel import Grid, MegatronConfig, simulate_megatron
 
-    _positive(args, "tp", "pp", "dp", "global_batch", "micro_batch", "interleave")
+    _positive(args, "tp", "pp", "dp", "cp", "ep", "global_batch", "micro_batch", "interleave")
     model = model_from(args)
     try:
-        config = MegatronConfig(model, Grid(args.tp, args.pp, args.dp), args.global_batch,
+        grid = Grid(args.tp, args.pp, args.dp, args.cp, args.ep)
+        config = MegatronConfig(model, grid, args.global_batch,
                                 args.micro_batch, recompute=args.recompute,
                                 sequence_parallel=args.sequence_parallel,
                                 interleave=args.interleave,
                                 overlap_grad_reduce=args.overlap_grad_reduce,
-                                matmul_efficiency=args.matmul_efficiency)
+                                matmul_efficiency=args.matmul_efficiency, fsdp=args.fsdp)
+        if config.sequence_parallel and (grid.cp > 1 or getattr(model, "experts", 0) > 0):
+            raise ValueError("--sequence-parallel with --cp or experts is not modelled")
     except ValueError as exc:
         raise UsageError(f"invalid configuration: {exc}") from None
     if config.grid.world_size > MAX_GPUS:
-        raise UsageError(f"invalid grid: t·p·d = {config.grid.world_size} GPUs, at most "
+        raise UsageError(f"invalid grid: t·p·d·cp = {config.grid.world_size} GPUs, at most "
                          f"{MAX_GPUS}")
     steps = args.global_batch // (args.micro_batch * args.dp) * args.pp * args.interleave
     if steps > MAX_PIPELINE_STEPS:
@@ -191,8 +211,9 @@ def megatron_table(doc: dict[str, Any]) -> list[tuple[str, str]]:
     mem = doc["memory"]
     return [
         ("model", f"{doc['model']}: {doc['params'] / 1e9:.1f}B parameters"),
-        ("grid (t × p × d)", f"{doc['tp']} × {doc['pp']} × {doc['dp']} = {doc['gpus']} GPUs "
-                             f"on {doc['cluster']}"),
+        ("grid (t × p × d × cp)", f"{doc['tp']} × {doc['pp']} × {doc['dp']} × {doc['cp']} = "
+                                  f"{doc['gpus']} GPUs on {doc['cluster']}, ep {doc['ep']}"
+                                  f"{', FSDP' if doc['fsdp'] else ''}"),
         ("micro-batches per pipeline", str(doc["microbatches"])),
         ("iteration time", f"{doc['iteration_time_s']:.3f} s"),
         ("  pipeline (forward, backward)", f"{doc['pipeline_time_s']:.3f} s"),
@@ -223,6 +244,7 @@ def plan_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--interleave", default="1",
                    help="chunks per pipeline rank to try, e.g. 1,2 (default 1)")
     p.add_argument("--top", type=whole(1, 10**6), default=10, help="rows to print (default 10)")
+    plan_grid_arguments(p)
     budget_argument(p)
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     p.add_argument("--progress", action="store_true", help="a progress bar even with --json")
@@ -253,7 +275,7 @@ def run_plan(args: argparse.Namespace) -> dict[str, Any]:
         raise UsageError(f"a global batch of {batch} sequences is more than plan simulates "
                          f"({MAX_PLAN_BATCH}); give --global-batch")
     options = {"max_t": args.max_tp, "interleave": interleave, "recompute": args.recompute,
-               "sequence_parallel": args.sequence_parallel}
+               "sequence_parallel": args.sequence_parallel, **plan_options(args)}
     if args.matmul_efficiency is not None:
         options["matmul_efficiency"] = args.matmul_efficiency
     screened = screen(model, cluster.devices[0], args.gpus, batch, **options)
@@ -283,10 +305,12 @@ def plan_table(doc: dict[str, Any], top: int) -> str:
     """The ranked configurations as a text table."""
     lines = [f"{doc['model']} on {doc['gpus']} GPUs ({doc['cluster']}), batch "
              f"{doc['global_batch']}: {doc['fitting']} of {doc['tried']} configurations fit",
-             f"{'rank':>4} {'t':>3} {'p':>4} {'d':>4} {'b':>3} {'v':>2} {'iter (s)':>10} "
+             f"{'rank':>4} {'t':>3} {'p':>4} {'d':>4} {'cp':>3} {'ep':>3} {'fsdp':>4} "
+             f"{'b':>3} {'v':>2} {'iter (s)':>10} "
              f"{'TFLOP/s':>8} {'seq/s':>8} {'memory':>10}"]
     for i, r in enumerate(doc["ranked"][:top], 1):
-        lines.append(f"{i:>4} {r['tp']:>3} {r['pp']:>4} {r['dp']:>4} {r['micro_batch']:>3} "
+        lines.append(f"{i:>4} {r['tp']:>3} {r['pp']:>4} {r['dp']:>4} {r['cp']:>3} {r['ep']:>3} "
+                     f"{'yes' if r['fsdp'] else 'no':>4} {r['micro_batch']:>3} "
                      f"{r['interleave']:>2} {r['iteration_time_s']:>10.3f} "
                      f"{r['tflops_per_gpu']:>8.1f} {r['samples_per_s']:>8.2f} "
                      f"{format_size(r['memory_per_gpu_bytes']):>10}")

@@ -6,8 +6,9 @@ the remaining GPUs for data parallelism; pick the micro-batch size that balances
 intensity against the pipeline bubble. :func:`plan` tries every configuration instead:
 
 1. **enumerate** ``t`` (a power of two dividing the heads, at most ``max_t``), ``p`` (dividing
-   the layers), ``d = N/(t·p)``, micro-batch ``b`` (``B`` divisible by ``b·d``) and the
-   interleaving ``v`` asked for;
+   the layers), the context sizes ``cp`` asked for, ``d = N/(t·p·cp)``, the expert-parallel
+   sizes ``ep`` (dividing the experts and ``d·cp``), micro-batch ``b`` (``B`` divisible by
+   ``b·d``), the interleaving ``v`` and FSDP off/on as asked for;
 2. **skip** what does not fit: model states and activations per GPU
    (:func:`~simulator.tensor_parallel.memory_per_stage`) above the device's memory;
 3. **simulate** the rest (:func:`~simulator.tensor_parallel.simulate_megatron`, the fast
@@ -52,13 +53,17 @@ class Candidate:
     iteration_time_s: float | None = None
     tflops_per_gpu: float | None = None
     samples_per_s: float | None = None
+    cp: int = 1
+    ep: int = 1
+    fsdp: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         """For JSON and tables."""
         return {"tp": self.t, "pp": self.p, "dp": self.d, "micro_batch": self.micro_batch,
                 "interleave": self.interleave, "memory_per_gpu_bytes": self.memory_per_gpu_bytes,
                 "fits": self.fits, "iteration_time_s": self.iteration_time_s,
-                "tflops_per_gpu": self.tflops_per_gpu, "samples_per_s": self.samples_per_s}
+                "tflops_per_gpu": self.tflops_per_gpu, "samples_per_s": self.samples_per_s,
+                "cp": self.cp, "ep": self.ep, "fsdp": self.fsdp}
 
 
 def _powers_of_two(limit: int) -> Iterator[int]:
@@ -72,26 +77,51 @@ def configurations(model: GPT, gpus: int, global_batch: int, *, max_t: int = 8,
                    micro_batches: Sequence[int] = MICRO_BATCHES,
                    interleave: Sequence[int] = (1,), recompute: Recompute = "full",
                    sequence_parallel: bool = False,
-                   matmul_efficiency: float | None = None) -> Iterator[MegatronConfig]:
-    """Every valid configuration on ``gpus`` GPUs (step 1 of :func:`plan`)."""
+                   matmul_efficiency: float | None = None, cps: Sequence[int] = (1,),
+                   eps: Sequence[int] | None = (1,), fsdp: Sequence[bool] = (False,)
+                   ) -> Iterator[MegatronConfig]:
+    """Every valid configuration on ``gpus`` GPUs (step 1 of :func:`plan`); ``cps``: context
+    sizes tried; ``eps``: expert-parallel sizes (``None``: every power of two dividing the
+    experts and ``d·cp``); ``fsdp``: with and/or without ZeRO-3."""
+    experts = getattr(model, "experts", 0)
+    for t, p, d, cp in _grids(model, gpus, max_t, cps):
+        for ep in (eps if eps is not None else
+                   [e for e in _powers_of_two(d * cp) if not experts % e] if experts else [1]):
+            if (d * cp) % ep or (ep > 1 and (not experts or experts % ep)):
+                continue
+            for b, v, z in _options(model, global_batch, p, d, micro_batches, interleave, fsdp):
+                yield MegatronConfig(model, Grid(t, p, d, cp, ep), global_batch, b,
+                                     recompute=recompute, sequence_parallel=sequence_parallel,
+                                     interleave=v, matmul_efficiency=matmul_efficiency,
+                                     fsdp=z)
+
+
+def _grids(model: GPT, gpus: int, max_t: int, cps: Sequence[int]
+           ) -> Iterator[tuple[int, int, int, int]]:
     for t in _powers_of_two(min(max_t, gpus)):
         if model.heads % t or gpus % t:
             continue
-        for p in range(1, model.layers + 1):
-            if model.layers % p or gpus % (t * p):
+        for cp in cps:
+            if gpus % (t * cp) or model.seq % cp:
                 continue
-            d = gpus // (t * p)
-            for b in micro_batches:
-                if global_batch % (b * d):
-                    continue
-                for v in interleave:
-                    m = global_batch // (b * d)
-                    if v > 1 and (p == 1 or model.layers % (p * v) or m % p):
-                        continue
-                    yield MegatronConfig(model, Grid(t, p, d), global_batch, b,
-                                         recompute=recompute,
-                                         sequence_parallel=sequence_parallel, interleave=v,
-                                         matmul_efficiency=matmul_efficiency)
+            for p in range(1, model.layers + 1):
+                if not (model.layers % p or gpus % (t * p * cp)):
+                    yield t, p, gpus // (t * p * cp), cp
+
+
+def _options(model: GPT, global_batch: int, p: int, d: int, micro_batches: Sequence[int],
+             interleave: Sequence[int], fsdp: Sequence[bool]
+             ) -> Iterator[tuple[int, int, bool]]:
+    """Micro-batch, interleaving and FSDP choices that split the batch and the layers."""
+    for b in micro_batches:
+        if global_batch % (b * d):
+            continue
+        for v in interleave:
+            m = global_batch // (b * d)
+            if v > 1 and (p == 1 or model.layers % (p * v) or m % p):
+                continue
+            for z in fsdp:
+                yield b, v, z
 
 
 def passes(config: MegatronConfig) -> int:
@@ -138,12 +168,12 @@ def plan(model: GPT, cluster: Cluster, global_batch: int, *,
         config, memory, g = row.config, row.memory_per_gpu_bytes, row.config.grid
         if not row.fits:
             skipped.append(Candidate(g.t, g.p, g.d, config.micro_batch, config.interleave,
-                                     memory, False))
+                                     memory, False, cp=g.cp, ep=g.ep, fsdp=config.fsdp))
             continue
         r = simulate_megatron(cluster, config)
         fitting.append(Candidate(g.t, g.p, g.d, config.micro_batch, config.interleave, memory,
                                  True, r.iteration_time_s, r.tflops_per_gpu,
-                                 global_batch / r.iteration_time_s))
+                                 global_batch / r.iteration_time_s, g.cp, g.ep, config.fsdp))
         if simulated is not None:
             simulated(config)
     fitting.sort(key=lambda c: (-(c.samples_per_s or 0.0), c.t, c.p, c.micro_batch))

@@ -56,6 +56,10 @@ Where each concept lives (read in this order):
   :class:`MegatronConfig`, :func:`with_grid`;
 * :mod:`~simulator.tensor_parallel.chunks` — what one rank does per micro-batch
   (:class:`Chunk`, :data:`Op`, :func:`chunks`) and the optimizer step (:func:`update_seconds`);
+* :mod:`~simulator.tensor_parallel.moe_chunks` — the same with context parallelism (ring
+  K/V passes), expert parallelism (all-to-alls) and mixture-of-experts layers
+  (:mod:`simulator.moe_model`); the grid's ``cp`` and ``ep`` and the ``fsdp`` option (ZeRO-3
+  states and ``3Ψ`` gradient traffic) run on the fast path only;
 * :mod:`~simulator.tensor_parallel.memory` — bytes per GPU (:func:`memory_per_stage`,
   :func:`fits`);
 * :mod:`~simulator.tensor_parallel.subcluster` — a cluster cut to one group (:func:`subcluster`);
@@ -71,7 +75,6 @@ from simulator.tensor_parallel.chunks import (
     ADAM_BYTES_PER_PARAMETER,
     Chunk,
     Op,
-    chunks,
     matmul_model,
     update_seconds,
 )
@@ -81,6 +84,7 @@ from simulator.tensor_parallel.full import megatron_rank, simulate_megatron_full
 from simulator.tensor_parallel.gloo_all_gather import waited_gloo_all_gather
 from simulator.tensor_parallel.memory import fits, memory_per_stage
 from simulator.tensor_parallel.result import MegatronResult
+from simulator.tensor_parallel.stages import chunks
 from simulator.tensor_parallel.subcluster import subcluster
 
 __all__ = [

@@ -46,7 +46,9 @@ fp32 master weight, momentum and variance, writes those three and the fp16 weigh
 
 Op = tuple[str, float]
 """``("compute", seconds)`` or (``"all_reduce"`` | ``"all_gather"`` | ``"reduce_scatter"``,
-bytes over the tensor group)."""
+bytes over the tensor group), ``("cp_ring", bytes)`` (``cp − 1`` ring passes of a K/V block,
+:mod:`~simulator.tensor_parallel.moe_chunks`) or ``("all_to_all", bytes)`` (a rank's whole
+input to an expert-group all-to-all)."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,8 @@ class Chunk:
         transient_bytes: extra bytes alive during its backward (recomputed activations).
         input_bytes / output_bytes: bytes received from / sent to the neighbouring stage.
         parameters: parameters this rank holds for the chunk.
+        expert_parameters: how many of them are experts' (sharded ``ep`` ways, reduced over
+            the expert-data group).
     """
 
     forward: tuple[Op, ...]
@@ -68,6 +72,7 @@ class Chunk:
     input_bytes: int
     output_bytes: int
     parameters: int
+    expert_parameters: int = 0
 
 
 def matmul_model(config: MegatronConfig, device: Device) -> tuple[float, GemmModel | None]:
@@ -136,9 +141,12 @@ def _layer_ops(config: MegatronConfig, flops_per_s: float, mem_bandwidth_Bps: fl
     return forward, again + backward_mlp + backward_attention
 
 
-def chunks(config: MegatronConfig, flops_per_s: float,
-           mem_bandwidth_Bps: float = math.inf, gemm: GemmModel | None = None) -> list[Chunk]:
-    """The ``p·v`` virtual stages, in pipeline order, as one tensor-parallel rank runs them.
+def dense_chunks(config: MegatronConfig, flops_per_s: float,
+                 mem_bandwidth_Bps: float = math.inf, gemm: GemmModel | None = None
+                 ) -> list[Chunk]:
+    """The ``p·v`` virtual stages of a dense model without context parallelism, in pipeline
+    order, as one tensor-parallel rank runs them (:func:`simulator.tensor_parallel.stages.chunks`
+    chooses between this and :func:`~simulator.tensor_parallel.moe_chunks.moe_chunks`).
 
     The first chunk also holds the word and position embeddings (vocabulary-parallel: an
     all-reduce — a reduce-scatter with sequence parallelism — of its output); the last one

@@ -1,5 +1,6 @@
-"""A Megatron training configuration: the ``t × p × d`` :class:`Grid` in Megatron's rank order
-(Narayanan et al., SC 2021, §3; Megatron-LM's ``initialize_model_parallel``) and the
+"""A Megatron training configuration: the ``t × cp × d × p`` :class:`Grid` in Megatron's rank order
+(Narayanan et al., SC 2021, §3; Megatron-Core's ``initialize_model_parallel``, order
+``tp-cp-ep-dp-pp``) and the
 :class:`MegatronConfig` that trains a GPT on it (batch, micro-batch, recomputation, sequence
 parallelism, interleaving)."""
 
@@ -13,44 +14,82 @@ from simulator.transformer import GPT, RECOMPUTE_MODES, Recompute
 
 @dataclass(frozen=True)
 class Grid:
-    """``t × p × d`` GPUs in Megatron's order: ``rank = pp·t·d + dp·t + tp``."""
+    """``t × cp × d × p`` GPUs in Megatron-Core's order: ``rank = pp·t·cp·d + dp·t·cp + c·t +
+    tp``; ``cp = 1`` is Megatron-LM's ``pp·t·d + dp·t + tp``.
+
+    ``cp`` splits each sequence over ranks (context parallelism, ring attention); ``ep``
+    shards the experts. Expert parallelism is *folded* into data × context parallelism, as
+    Megatron-Core does with the expert tensor size equal to ``t``: ``ep`` must divide
+    ``d·cp``, and the ``d·cp`` ranks of a data-context group form ``d·cp/ep`` expert groups of
+    ``ep`` consecutive members (Liu et al., "MoE Parallel Folding", 2025). GPUs: ``t·p·d·cp``.
+    """
 
     t: int
     p: int
     d: int
+    cp: int = 1
+    ep: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("t", "p", "d"):
+        for name in ("t", "p", "d", "cp", "ep"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if (self.d * self.cp) % self.ep:
+            raise ValueError(f"ep = {self.ep} does not divide d·cp = {self.d * self.cp}")
 
     @property
     def world_size(self) -> int:
-        """``t·p·d`` GPUs."""
-        return self.t * self.p * self.d
+        """``t·p·d·cp`` GPUs."""
+        return self.t * self.p * self.d * self.cp
 
-    def rank(self, tp: int, dp: int, pp: int) -> int:
-        """The global rank at grid coordinates (tensor, data, pipeline)."""
-        return pp * self.t * self.d + dp * self.t + tp
+    def rank(self, tp: int, dp: int, pp: int, c: int = 0) -> int:
+        """The global rank at grid coordinates (tensor, data, pipeline, context)."""
+        return pp * self.t * self.cp * self.d + dp * self.t * self.cp + c * self.t + tp
 
     def coords(self, rank: int) -> tuple[int, int, int]:
-        """``(tp, dp, pp)`` of a global rank."""
-        return rank % self.t, rank // self.t % self.d, rank // (self.t * self.d)
+        """``(tp, dp, pp)`` of a global rank (its context coordinate: :meth:`context`)."""
+        tc = self.t * self.cp
+        return rank % self.t, rank // tc % self.d, rank // (tc * self.d)
+
+    def context(self, rank: int) -> int:
+        """A rank's context-parallel coordinate."""
+        return rank // self.t % self.cp
 
     def tensor_group(self, rank: int) -> list[int]:
         """The ``t`` ranks that split this rank's layers."""
         _, dp, pp = self.coords(rank)
-        return [self.rank(i, dp, pp) for i in range(self.t)]
+        return [self.rank(i, dp, pp, self.context(rank)) for i in range(self.t)]
 
     def data_group(self, rank: int) -> list[int]:
         """The ``d`` replicas of this rank's shard, which all-reduce its gradients."""
         tp, _, pp = self.coords(rank)
-        return [self.rank(tp, i, pp) for i in range(self.d)]
+        return [self.rank(tp, i, pp, self.context(rank)) for i in range(self.d)]
+
+    def context_group(self, rank: int) -> list[int]:
+        """The ``cp`` ranks that split this rank's sequences (a ring)."""
+        tp, dp, pp = self.coords(rank)
+        return [self.rank(tp, dp, pp, c) for c in range(self.cp)]
+
+    def data_context_group(self, rank: int) -> list[int]:
+        """The ``d·cp`` ranks that hold the same dense weights (gradients reduced over them)."""
+        tp, _, pp = self.coords(rank)
+        return [self.rank(tp, i, pp, c) for i in range(self.d) for c in range(self.cp)]
+
+    def expert_group(self, rank: int) -> list[int]:
+        """The ``ep`` ranks that share out the experts (all-to-alls among them)."""
+        group = self.data_context_group(rank)
+        first = group.index(rank) // self.ep * self.ep
+        return group[first:first + self.ep]
+
+    def expert_data_group(self, rank: int) -> list[int]:
+        """The ``d·cp/ep`` ranks that hold the same experts."""
+        group = self.data_context_group(rank)
+        return group[group.index(rank) % self.ep::self.ep]
 
     def pipeline_group(self, rank: int) -> list[int]:
         """The ``p`` stages this rank's micro-batches flow through."""
         tp, dp, _ = self.coords(rank)
-        return [self.rank(tp, dp, i) for i in range(self.p)]
+        return [self.rank(tp, dp, i, self.context(rank)) for i in range(self.p)]
 
     def draw(self, gpus_per_node: int = 8) -> str:
         """Every rank's ``(tp, dp, pp)``, node by node (the chapter's 3D grid, as text)."""
@@ -94,6 +133,7 @@ class MegatronConfig:
     overlap_grad_reduce: bool = False
     scatter_gather: bool = True
     matmul_efficiency: float | None = None
+    fsdp: bool = False
 
     def __post_init__(self) -> None:
         g, model = self.grid, self.model
@@ -116,6 +156,13 @@ class MegatronConfig:
         if self.interleave > 1 and (g.p == 1 or self.microbatches % g.p):
             raise ValueError(f"interleaving needs p > 1 and micro-batches ({self.microbatches})"
                              f" a multiple of p = {g.p}")
+        experts = getattr(model, "experts", 0)
+        if g.ep > 1 and not experts:
+            raise ValueError(f"ep = {g.ep} needs a model with experts")
+        if g.ep > 1 and experts % g.ep:
+            raise ValueError(f"{experts} experts do not shard over ep = {g.ep}")
+        if model.seq % g.cp:
+            raise ValueError(f"sequence length {model.seq} does not split over cp = {g.cp}")
         if self.matmul_efficiency is not None and not 0 < self.matmul_efficiency <= 1:
             raise ValueError(f"matmul efficiency must be in (0, 1], got "
                              f"{self.matmul_efficiency}")
@@ -137,7 +184,7 @@ class MegatronConfig:
 
 
 
-def with_grid(config: MegatronConfig, t: int, p: int, d: int, micro_batch: int
-              ) -> MegatronConfig:
+def with_grid(config: MegatronConfig, t: int, p: int, d: int, micro_batch: int,
+              cp: int = 1, ep: int = 1) -> MegatronConfig:
     """The same training with another grid and micro-batch."""
-    return replace(config, grid=Grid(t, p, d), micro_batch=micro_batch)
+    return replace(config, grid=Grid(t, p, d, cp, ep), micro_batch=micro_batch)

@@ -9,16 +9,19 @@ import math
 from collections.abc import Sequence
 
 from simulator.collectives.all_reduce import ring_all_reduce, ring_phases_fast
+from simulator.collectives.all_to_all import pairwise_all_to_all
 from simulator.collectives.exchange import sendrecv
 from simulator.core.comm import SimComm, SimGen, run_spmd
 from simulator.core.hardware import Cluster
+from simulator.moe_model import iteration_flops
 from simulator.pipeline import LayerProfile, simulate_pipeline
-from simulator.tensor_parallel.chunks import Op, chunks, matmul_model, update_seconds
+from simulator.tensor_parallel.chunks import Op, matmul_model, update_seconds
 from simulator.tensor_parallel.config import MegatronConfig
-from simulator.tensor_parallel.memory import memory_per_stage
+from simulator.tensor_parallel.memory import memory_per_stage, stored_parameters
 from simulator.tensor_parallel.result import MegatronResult
+from simulator.tensor_parallel.stages import chunks
 from simulator.tensor_parallel.subcluster import subcluster
-from simulator.transformer import FP16, iteration_flops
+from simulator.transformer import FP16
 
 
 def _check_cluster(config: MegatronConfig, cluster: Cluster) -> None:
@@ -38,6 +41,41 @@ def _tensor_op_s(cluster: Cluster, config: MegatronConfig) -> dict[str, float]:
     return {"all_reduce": ring_phases_fast(group, n, FP16),
             "all_gather": ring_phases_fast(group, n, FP16, reduce_scatter=False),
             "reduce_scatter": ring_phases_fast(group, n, FP16, all_gather=False)}
+
+
+def _group_op_s(cluster: Cluster, config: MegatronConfig, kind: str, nbytes: float) -> float:
+    """A context ring pass (``cp − 1`` sendrecv steps of ``nbytes``) or an expert-group
+    pairwise all-to-all of ``nbytes`` per rank, simulated on the group of rank 0, s."""
+    g = config.grid
+    ranks = g.context_group(0) if kind == "cp_ring" else g.expert_group(0)
+    size = len(ranks)
+
+    def program(comm: SimComm) -> SimGen:
+        if kind == "all_to_all":
+            yield from pairwise_all_to_all(comm, int(nbytes), FP16)
+            return
+        for _ in range(size - 1):
+            yield from sendrecv(comm, (comm.rank + 1) % size, int(nbytes),
+                                (comm.rank - 1) % size, int(nbytes))
+
+    return run_spmd(subcluster(cluster, ranks), program, trace=False).makespan_s
+
+
+def _gradient_sync_s(cluster: Cluster, config: MegatronConfig, stage: int, params: float,
+                     experts: float) -> float:
+    """A stage's gradient synchronisation, s: the dense gradients ring-all-reduced over the
+    ``d·cp`` ranks that share them, the experts' over the ``d·cp/ep`` that share those. With
+    ``fsdp`` each costs ``3/2`` of the all-reduce: ZeRO-3's parameter all-gathers in forward
+    and backward and the gradient reduce-scatter, ``3Ψ`` instead of ``2Ψ`` (Rajbhandari et
+    al. 2020, §7.2.2), counted exposed."""
+    g = config.grid
+    first = g.rank(0, 0, stage)
+    total = 0.0
+    for ranks, n in ((g.data_context_group(first), params - experts),
+                     (g.expert_data_group(first), experts)):
+        if len(ranks) > 1 and n > 0:
+            total += ring_phases_fast(subcluster(cluster, ranks), FP16 * int(n), FP16)
+    return 1.5 * total if config.fsdp else total
 
 
 def _embedding_all_reduce(cluster: Cluster, config: MegatronConfig, starts: tuple[float, float]
@@ -83,9 +121,19 @@ def simulate_megatron(cluster: Cluster, config: MegatronConfig,
     flops_per_s, gemm = matmul_model(config, device)
     parts = chunks(config, flops_per_s, device.mem_bandwidth_Bps, gemm)
     op_s = _tensor_op_s(cluster, config)
+    group_s: dict[tuple[str, float], float] = {}
+
+    def op_seconds(kind: str, v: float) -> float:
+        if kind == "compute":
+            return v
+        if kind in op_s:
+            return op_s[kind]
+        if (kind, v) not in group_s:
+            group_s[kind, v] = _group_op_s(cluster, config, kind, v)
+        return group_s[kind, v]
 
     def seconds(ops: Sequence[Op]) -> float:
-        return math.fsum(v if kind == "compute" else op_s[kind] for kind, v in ops)
+        return math.fsum(op_seconds(kind, v) for kind, v in ops)
 
     profile = [LayerProfile(f"chunk{j}", seconds(c.forward), seconds(c.backward),
                             int(c.stash_bytes), c.parameters * FP16, c.output_bytes)
@@ -99,6 +147,12 @@ def simulate_megatron(cluster: Cluster, config: MegatronConfig,
               for r in range(g.p)]
     dp_s, end = [0.0] * g.p, list(finish)
     for r in range(g.p):
+        if g.cp > 1 or g.ep > 1 or config.fsdp:
+            mine = [parts[c * g.p + r] for c in range(config.interleave)]
+            end[r] = finish[r] + _gradient_sync_s(cluster, config, r, params[r],
+                                                  sum(c.expert_parameters for c in mine))
+            dp_s[r] = end[r] - finish[r]
+            continue
         if g.d == 1:
             continue
         ring = subcluster(cluster, g.data_group(g.rank(0, 0, r)))
@@ -115,7 +169,9 @@ def simulate_megatron(cluster: Cluster, config: MegatronConfig,
         first, last_end = _embedding_all_reduce(cluster, config, (end[0], end[-1]))
         emb = max(first, last_end) - max(end[0], end[-1])
         end[0], end[-1] = first, last_end
-    update = [update_seconds(n, device.mem_bandwidth_Bps) for n in params]
+    stored = [stored_parameters(config, [parts[c * g.p + r] for c in range(config.interleave)])
+              for r in range(g.p)]
+    update = [update_seconds(int(n), device.mem_bandwidth_Bps) for n in stored]
     done = [e + u for e, u in zip(end, update, strict=True)]
     return MegatronResult(
         config=config, cluster=cluster.name, iteration_time_s=max(done),

@@ -10,9 +10,10 @@ from simulator.collectives.all_reduce import ring_all_reduce
 from simulator.collectives.reduce_scatter import ring_reduce_scatter
 from simulator.core.comm import SimComm, SimGen, SimResult, SimWork, run_spmd
 from simulator.core.hardware import Cluster
-from simulator.tensor_parallel.chunks import Chunk, Op, chunks, matmul_model, update_seconds
+from simulator.tensor_parallel.chunks import Chunk, Op, matmul_model, update_seconds
 from simulator.tensor_parallel.config import MegatronConfig
 from simulator.tensor_parallel.fast import _check_cluster, _embedding_exchange
+from simulator.tensor_parallel.stages import chunks
 from simulator.transformer import FP16
 
 
@@ -87,6 +88,10 @@ def simulate_megatron_full(cluster: Cluster, config: MegatronConfig,
     _check_cluster(config, cluster)
     if config.overlap_grad_reduce:
         raise ValueError("the full simulation does not overlap the gradient all-reduce")
+    if config.grid.cp > 1 or config.grid.ep > 1 or config.fsdp or \
+            getattr(config.model, "experts", 0) > 0:
+        raise ValueError("context, expert and fully sharded parallelism and MoE models are "
+                         "simulated on the fast path only (simulate_megatron)")
     device = cluster.devices[0]
     flops_per_s, gemm = matmul_model(config, device)
     parts = chunks(config, flops_per_s, device.mem_bandwidth_Bps, gemm)

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from simulator.moe_model import parameters
 from simulator.tensor_parallel.config import MegatronConfig
-from simulator.transformer import parameters
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class MegatronResult:
 
     @property
     def gpus(self) -> int:
-        """``t·p·d``."""
+        """``t·p·d·cp``."""
         return self.config.grid.world_size
 
     @property
@@ -69,7 +69,9 @@ class MegatronResult:
         return {
             "model": c.model.name, "layers": c.model.layers, "hidden": c.model.hidden,
             "heads": c.model.heads, "seq": c.model.seq, "vocab": c.model.vocab,
-            "params": parameters(c.model), "tp": g.t, "pp": g.p, "dp": g.d, "gpus": g.world_size,
+            "params": parameters(c.model),
+            "active_params": parameters(c.model, active=True), "tp": g.t, "cp": g.cp, "ep": g.ep,
+            "fsdp": c.fsdp, "pp": g.p, "dp": g.d, "gpus": g.world_size,
             "global_batch": c.global_batch, "micro_batch": c.micro_batch,
             "microbatches": c.microbatches, "interleave": c.interleave,
             "recompute": c.recompute, "sequence_parallel": c.sequence_parallel,

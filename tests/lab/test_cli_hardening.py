@@ -142,7 +142,9 @@ def test_compare_force_gets_past_the_check(tmp_path, capsys, fake_calibration,  
     (["simulate", "all_reduce.ring", "--world", "100000", "--cluster", "a100"],
      "at most 65536 ranks"),  # its fast path's limit (lab.checks.MAX_FAST_RANKS)
     (["simulate", "all_reduce.binary_tree", "--world", "100000", "--cluster", "a100"],
-     "at most 1024 ranks"),
+     "at most 65536 ranks"),  # the binary tree has a fast path on a100 too
+    (["simulate", "all_reduce.rabenseifner", "--world", "100000", "--cluster", "a100"],
+     "at most 1024 ranks"),  # no fast path: the events engine's limit
     (["simulate", "horovod", "--world", "100000", "--cluster", "a100"], "invalid --world"),
     (["simulate", "horovod", "--world", "2", "--widths", "8x100000000", "--cluster", "a100"],
      "invalid --widths"),
