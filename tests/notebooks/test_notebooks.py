@@ -2,10 +2,8 @@
 none is committed with outputs."""
 
 import ast
-import os
 import shutil
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import nbformat
@@ -23,39 +21,21 @@ def _chapter_folders(notebook: Path) -> set[Path]:
     return set(Path(tempfile.gettempdir()).glob(f"distml-ch{chapter}-*"))
 
 
-def _run(path: Path) -> set[Path]:
-    """Execute a scratch copy of ``path`` in smoke mode in a fresh kernel; the temporary
-    folders of its chapter it left behind. Raises ``CellExecutionError`` (the cell and its
-    traceback) on failure."""
-    # The kernel gets this environment; it runs in a scratch copy, so nothing it writes lands
-    # in the tree.
-    env = {**os.environ, "DISTML_SMOKE": "1", "MPLBACKEND": "Agg"}
-    with tempfile.TemporaryDirectory(prefix="distml-notebook-test-") as scratch:
-        copy = shutil.copy(path, Path(scratch) / path.name)
-        nb = nbformat.read(copy, as_version=4)
-        client = NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3",
-                                resources={"metadata": {"path": scratch}})
-        before = _chapter_folders(path)
-        client.execute(env=env)
-        return _chapter_folders(path) - before
-
-
-@pytest.fixture(scope="module")
-def runs(request):
-    """Every notebook this session selected, executing two at a time (one kernel per core:
-    a kernel runs on one core while pytest waits), started when the first one is asked for."""
-    chosen = [item.callspec.params["path"] for item in request.session.items
-              if getattr(item, "originalname", "") == "test_notebook_runs_in_smoke_mode"]
-    with ThreadPoolExecutor(max_workers=max(1, min(2, os.cpu_count() or 1))) as pool:
-        yield {path: pool.submit(_run, path) for path in chosen}
-
-
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
-def test_notebook_runs_in_smoke_mode(path, runs):
-    left = runs[path].result()  # raises CellExecutionError, with the cell, on failure
+def test_notebook_runs_in_smoke_mode(path, tmp_path, monkeypatch):
+    # The kernel inherits this environment; it runs in a scratch copy, so nothing it writes
+    # lands in the tree.
+    monkeypatch.setenv("DISTML_SMOKE", "1")
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    copy = shutil.copy(path, tmp_path / path.name)
+    nb = nbformat.read(copy, as_version=4)
+    client = NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3",
+                            resources={"metadata": {"path": str(tmp_path)}})
+    before = _chapter_folders(path)
+    client.execute()  # raises CellExecutionError, with the cell and its traceback, on failure
     # Once the lab has spawned ranks the kernel does not exit within the shutdown grace and is
     # killed, so Python's exit hooks never run: only a folder its own cell removes is gone.
-    assert not left, f"{path.name} left a temporary folder"
+    assert not _chapter_folders(path) - before, f"{path.name} left a temporary folder"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
