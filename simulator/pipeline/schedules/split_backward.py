@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from simulator.pipeline.schedules.action import Action, Schedule
-from simulator.pipeline.schedules.critical_path import Span, spans_table
+from simulator.pipeline.schedules.critical_path import Span, idle_fraction, spans_table
 
 KINDS = ("F", "I", "W", "B")
 """Action kinds of a split-backward schedule."""
@@ -170,10 +170,9 @@ def peak_activation_bytes(actions: Sequence[Action], rank: int, ranks: int,
 
 
 def idle_share(spans: list[list[Span]]) -> float:
-    """The bubble: idle share of the ranks' total time, ``Σ idle / (p · makespan)``."""
-    end = max((s[-1][1] for s in spans if s), default=0.0)
-    busy = sum(e - s for rank in spans for s, e, _ in rank)
-    return 1 - busy / (end * len(spans)) if end else 0.0
+    """The bubble: idle share of the ranks' total time, ``Σ idle / (p · makespan)``
+    (:func:`~simulator.pipeline.schedules.critical_path.idle_fraction`, which it is)."""
+    return idle_fraction(spans)
 
 
 def draw_split(schedule: Schedule, placement: str = "loop") -> str:
