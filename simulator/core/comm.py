@@ -70,11 +70,12 @@ class SimComm:
     def __init__(self, world: World, global_rank: int,
                  ranks: tuple[int, ...] | None = None) -> None:
         self._world = world
-        self.ranks = ranks if ranks is not None else tuple(range(world.cluster.world_size))
         self.global_rank = global_rank
-        self.rank = self.ranks.index(global_rank)
+        # the default group's tuple and id are made once (World.everyone)
+        self.ranks, self._group = (world.everyone() if ranks is None
+                                   else (ranks, world.group_id(ranks)))
+        self.rank = global_rank if ranks is None else ranks.index(global_rank)
         self.world_size = len(self.ranks)
-        self._group = world.group_id(self.ranks)
         self.device = world.cluster.devices[global_rank]
 
     # -- basics ---------------------------------------------------------------------------
@@ -115,8 +116,7 @@ class SimComm:
 
     def _post(self, tag: int) -> tuple[float, float]:
         """Charge this rank one post's CPU time (the host's ``post_overhead_s``, LogP's *o*)
-        after whatever it is still posting or doing; the times the post begins and is done,
-        s."""
+        after whatever it is still posting or doing; when the post begins and is done, s."""
         overhead = self._world.host.post_overhead_s
         if not overhead or tag == _BARRIER_TAG:
             return self.now, self.now

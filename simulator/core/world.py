@@ -67,6 +67,15 @@ class World:
         default_factory=dict)
     group_ids: dict[tuple[int, ...], int] = field(default_factory=dict)
     direct: bool = False  # messages without processes (:func:`direct_messages`)
+    _everyone: tuple[int, ...] = ()  # the whole world's ranks, made once (see :meth:`everyone`)
+
+    def everyone(self) -> tuple[tuple[int, ...], int]:
+        """The whole world's ranks ``(0, …, p−1)`` and their group id, made once: every rank's
+        default group is this one, and building and hashing a ``p``-tuple per rank would cost
+        ``O(p²)`` on thousands of ranks."""
+        if not self._everyone:
+            self._everyone = tuple(range(self.cluster.world_size))
+        return self._everyone, self.group_id(self._everyone)
 
     def arrival(self, key: tuple[Any, ...]) -> simpy.Event:
         """The event of one message's arrival (made by whichever side comes first)."""
