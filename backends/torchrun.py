@@ -34,6 +34,7 @@ from typing import Any
 from backends.launch import DEFAULT_TIMEOUT_S, apply_rank_sched, resolve_backend, temporary_env
 
 _attached = False
+_launches = 0
 
 
 def init_from_env(timeout: float = DEFAULT_TIMEOUT_S, backend: str = "auto") -> None:
@@ -85,6 +86,12 @@ def detach() -> None:
     _attached = False
 
 
+def launches() -> int:
+    """How many ``spawn`` calls have run on torchrun's ranks in this process: a measurement
+    that made none ran in each rank alone, not on the world."""
+    return _launches
+
+
 def run_in_place(fn: Callable[..., Any], world_size: int, args: tuple[Any, ...],
                  env: Mapping[str, str]) -> list[Any]:
     """``spawn(fn, world_size, *args, env=env)`` on an attached rank: ``fn`` runs here, under
@@ -95,10 +102,12 @@ def run_in_place(fn: Callable[..., Any], world_size: int, args: tuple[Any, ...],
     """
     import torch.distributed as dist
 
+    global _launches
     world = dist.get_world_size()
     if world_size != world:
         raise ValueError(f"this measurement needs {world_size} processes, but torchrun "
                          f"started {world} (--nnodes × --nproc-per-node)")
+    _launches += 1
     with temporary_env(dict(env)):
         value = fn(*args)
     values: list[Any] = [None] * world

@@ -12,10 +12,20 @@ after which the lab's measurement code — written for processes it starts itsel
 flags are those of ``distml-lab run`` (``--sizes``, ``--quick``, ``--repeats``); the world is
 torchrun's (``--nnodes × --nproc-per-node``; for a strategy twin, the world whose processes
 that is: a parameter server's ``1 + S + W``). Rank 0 writes ``DIR/TWIN.json``: the measured
-records and the cluster they ran on (nodes, ranks per node, host of each rank). With
-``--calibrate`` the ranks first measure the calibration primitives on the same world and rank 0
-writes ``DIR/calibration.json``, which ``compare --measured DIR`` then predicts from — the
-prediction for the cluster the measurement came from.
+records, the cluster they ran on (nodes, ranks per node, host of each rank) and how many of
+the measurement's launches ran on torchrun's ranks (``launches_on_ranks``; none: each rank
+measured alone). With ``--calibrate`` the ranks first measure the calibration primitives on
+the same world and rank 0 writes ``DIR/calibration.json``, which ``compare --measured DIR``
+then predicts from — the prediction for the cluster the measurement came from.
+
+A twin's processes are torchrun's ranks, wherever they run. A parameter server's tasks are
+ranks too: ``tf.parameter_server`` deals its chief (rank 0), ps tasks and workers over the
+nodes (:mod:`backends.tf_distribute.ps_ranks`), and its records say which rank and node ran
+each task. A twin whose replicas are devices of *one* process cannot spread over ranks:
+``tf.mirrored`` (TF's ``MirroredStrategy``, single-host by definition, book chapter 18) and
+``data_parallel`` (PyTorch's ``DataParallel``, chapter 4) run on a world of one rank
+(``--nproc-per-node 1``) and are refused on more, naming their counterparts whose replicas are
+processes, ``tf.multi_worker_mirrored`` and ``ddp``.
 
 Bad input is refused on every rank, before any rank joins the world: one line, exit status 2.
 """
@@ -34,6 +44,11 @@ from typing import Any
 from lab.units import UsageError
 
 EXIT_USAGE = 2
+
+ONE_PROCESS = {"tf.mirrored": "tf.multi_worker_mirrored", "data_parallel": "ddp"}
+"""Twins whose replicas are the devices of one process, each with its counterpart whose
+replicas are processes (the one to run on several of torchrun's ranks). On a world of one
+rank they run as they are."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -76,6 +91,10 @@ def plan(argv: Sequence[str], processes: int) -> dict[str, Any]:
     names = ([f"{args.twin}.json"] + (["calibration.json"] if args.calibrate else [])
              + (["cluster.json"] if args.cluster_file else []))
     check_new_files(out, names, force=False)
+    if args.twin in ONE_PROCESS and processes > 1:
+        raise UsageError(f"{args.twin} is one process driving all its replicas (single-host): "
+                         f"run {ONE_PROCESS[args.twin]} on {processes} ranks, or {args.twin} "
+                         f"on one rank (--nproc-per-node 1)")
     strategy = get_strategy(args.twin)
     if strategy is not None:
         if args.sizes is not None:
@@ -113,7 +132,7 @@ def measure(request: dict[str, Any]) -> list[dict[str, Any]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of every rank; returns the exit status."""
-    from backends.torchrun import attach, cluster_layout, detach
+    from backends.torchrun import attach, cluster_layout, detach, launches
 
     argv = list(sys.argv[1:] if argv is None else argv)
     rank = int(os.environ.get("RANK", "0"))
@@ -135,12 +154,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             _calibrate(processes, out, rank, args.quick_calibration)
         if args.cluster_file:
             _probe_cluster(processes, out, rank, args.quick_calibration, layout)
+        before = launches()
         records = measure(request)
+        on_ranks = launches() - before
     finally:
         detach()
     if rank == 0:
         out.mkdir(parents=True, exist_ok=True)
-        doc = {"records": records, "cluster": layout}
+        doc = {"records": records, "cluster": layout, "launches_on_ranks": on_ranks}
         (out / f"{args.twin}.json").write_text(json.dumps(doc, indent=2))
         print(f"lab.run: {len(records)} records of {args.twin} on {layout['nodes']} node(s), "
               f"{processes} ranks -> {out / (args.twin + '.json')}", file=sys.stderr)

@@ -113,7 +113,8 @@ def predict(prims: Primitives, workers: int, closures: int, model: str = "host",
 
 def measure(workers: int, closures: int, repeats: int) -> dict[str, Any]:
     """The real twin: median, p10, p90 (s) of ``repeats`` runs of ``closures`` closures on
-    ``workers`` workers, and how many closures each worker ran (summed over the runs)."""
+    ``workers`` workers, and how many closures each worker ran (summed over the runs); on
+    torchrun's ranks also where each task ran (``tasks``: task, rank, node, host)."""
     from backends.tf_distribute.ps_measure import measure_closures
 
     out = measure_closures(workers, closures, repeats, NUM_PS)
@@ -121,4 +122,5 @@ def measure(workers: int, closures: int, repeats: int) -> dict[str, Any]:
     q = (statistics.quantiles(times, n=10, method="inclusive") if len(times) > 1
          else list(times) * 9)
     return {"median_s": statistics.median(times), "p10_s": q[0], "p90_s": q[-1],
-            "closures_per_worker": out["closures_per_worker"]}
+            "closures_per_worker": out["closures_per_worker"],
+            **({"tasks": out["tasks"]} if "tasks" in out else {})}

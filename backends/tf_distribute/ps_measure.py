@@ -37,6 +37,7 @@ import torch.nn.functional as F
 from backends.tf_distribute.coordinator import ClusterCoordinator
 from backends.tf_distribute.ps_channel import dumps, request, task_name
 from backends.tf_distribute.ps_strategy import (
+    Cluster,
     LocalCluster,
     MinSizePartitioner,
     ParameterServer,
@@ -126,7 +127,7 @@ def create_model(strategy: ParameterServerStrategy, closures: int, tag: str = ""
                  strategy.create_variable(f"ledger{tag}", torch.zeros(closures, 1)))
 
 
-def strategy_for(cluster: LocalCluster) -> ParameterServerStrategy:
+def strategy_for(cluster: Cluster) -> ParameterServerStrategy:
     """The workload's strategy: the embedding table in :data:`EMBED_SHARDS` shards, the rest
     whole. A model's four shards go round-robin over the ps tasks — table, table, dense,
     ledger — so with 1, 2 or 4 ps tasks every model is placed alike."""
@@ -148,25 +149,41 @@ def run_closures(coordinator: ClusterCoordinator, model: Model, first: int, coun
 def measure_closures(workers: int, closures: int, repeats: int, num_ps: int = 1
                      ) -> dict[str, Any]:
     """``repeats`` timings (s) of ``closures`` training closures on ``workers`` workers and
-    ``num_ps`` ps tasks, after one warm-up round (each worker's first closure opens its
-    connections); also how many closures each worker ran and the ledger's check."""
-    times, per_worker = [], [0] * workers
+    ``num_ps`` ps tasks (:func:`time_closures`). The tasks are processes of this host
+    (:class:`LocalCluster`) — or, on ranks torchrun started (:func:`backends.torchrun.attach`),
+    those ranks, over their machines (:func:`backends.tf_distribute.ps_ranks.run_on_ranks`):
+    the result then also says where each task ran (``tasks``)."""
+    from backends.torchrun import attached
+
+    if attached():
+        from backends.tf_distribute.ps_ranks import run_on_ranks
+
+        value, tasks = run_on_ranks(workers, num_ps, time_closures, closures, repeats)
+        return {**value, "tasks": tasks}
     with LocalCluster(workers, num_ps) as cluster:
-        strategy = strategy_for(cluster)
-        with ClusterCoordinator(strategy) as coordinator:
-            run_closures(coordinator, create_model(strategy, 2 * workers, "_warm"), 0,
-                         2 * workers)
-            for r in range(repeats):
-                model = create_model(strategy, closures, f"_{r}")
-                start_closure = len(coordinator.closures)
-                start = time.perf_counter()
-                run_closures(coordinator, model, 0, closures)
-                times.append(time.perf_counter() - start)
-                for c in coordinator.closures[start_closure:]:
-                    per_worker[c.attempts[-1]] += 1
-                ledger = model.ledger.read_value()
-                if not bool((ledger == 1).all()):
-                    raise RuntimeError(f"ledger of repeat {r} is not all ones: {ledger}")
+        return time_closures(cluster, closures, repeats)
+
+
+def time_closures(cluster: Cluster, closures: int, repeats: int) -> dict[str, Any]:
+    """``repeats`` timings (s) of ``closures`` training closures on ``cluster``, after one
+    warm-up round (each worker's first closure opens its connections); also how many closures
+    each worker ran and the ledger's check."""
+    times, per_worker = [], [0] * len(cluster.workers)
+    strategy = strategy_for(cluster)
+    with ClusterCoordinator(strategy) as coordinator:
+        warm = 2 * len(cluster.workers)
+        run_closures(coordinator, create_model(strategy, warm, "_warm"), 0, warm)
+        for r in range(repeats):
+            model = create_model(strategy, closures, f"_{r}")
+            start_closure = len(coordinator.closures)
+            start = time.perf_counter()
+            run_closures(coordinator, model, 0, closures)
+            times.append(time.perf_counter() - start)
+            for c in coordinator.closures[start_closure:]:
+                per_worker[c.attempts[-1]] += 1
+            ledger = model.ledger.read_value()
+            if not bool((ledger == 1).all()):
+                raise RuntimeError(f"ledger of repeat {r} is not all ones: {ledger}")
     return {"times_s": times, "closures_per_worker": per_worker}
 
 
@@ -283,4 +300,5 @@ def closure_messages(num_ps: int) -> dict[str, Any]:
 __all__ = ["BAG", "BATCH", "DIM", "EMBED_SHARDS", "LR", "VOCAB", "Model", "closure_messages",
            "create_model", "echo_for", "evaluate", "make_batch", "measure_closures",
            "placement", "profile_busy_latency", "profile_channel", "profile_compute",
-           "profile_service", "run_closures", "step_math", "strategy_for", "train_step"]
+           "profile_service", "run_closures", "step_math", "strategy_for", "time_closures",
+           "train_step"]

@@ -11,7 +11,9 @@ This module is the cluster side:
 
 * :class:`LocalCluster` — TF's ``multi_worker_test_base.create_in_process_cluster``: ``S`` ps
   and ``W`` worker processes on this host, each listening on a loopback socket; task names are
-  TF device names (``/job:worker/replica:0/task:1``);
+  TF device names (``/job:worker/replica:0/task:1``). Across machines the tasks are ranks a
+  launcher started instead (:mod:`backends.tf_distribute.ps_ranks`); a strategy needs only
+  the :class:`Cluster` they make;
 * :class:`ParameterServer` — a ps task's store: variable shards by name, read and updated under
   one lock; each update carries the token of the closure that sent it and is applied once,
   however often a retried closure sends it again (what lets a worker die mid-closure);
@@ -40,7 +42,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, Listener
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -341,12 +343,21 @@ class LocalCluster:
         self.stop()
 
 
+class Cluster(Protocol):
+    """What a strategy and its coordinator need of a cluster: its tasks, and the key their
+    channels' handshake checks (a :class:`LocalCluster`, or torchrun's ranks)."""
+
+    authkey: bytes
+    workers: list[Task]
+    ps: list[Task]
+
+
 class ParameterServerStrategy:
     """TF's ``ParameterServerStrategy(cluster_resolver, variable_partitioner)``: where
     variables go. Each variable is cut by ``variable_partitioner`` (default: one shard) and its
     shards placed round-robin over the ps tasks, continuing from the last variable's."""
 
-    def __init__(self, cluster: LocalCluster,
+    def __init__(self, cluster: Cluster,
                  variable_partitioner: FixedShardsPartitioner | MinSizePartitioner | None = None
                  ) -> None:
         self.cluster = cluster

@@ -4,6 +4,7 @@ c10d rendezvous on a loopback port, every process reaped whatever happens."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -71,8 +72,30 @@ def _agents(nodes: int, per_node: int, module_args: Sequence[str], timeout_s: fl
             done.append(subprocess.CompletedProcess(agent.args, agent.returncode, out,
                                                     err))
     finally:
-        for agent in agents:  # each agent leads its own session: kill it with its ranks
+        for agent in agents:  # each agent leads its own session; its ranks may lead theirs
             if agent.poll() is None:
+                ranks = _descendants(agent.pid)
                 os.killpg(agent.pid, signal.SIGKILL)
+                for pid in ranks:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
                 agent.wait()
     return done
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid``, read from ``/proc`` (torchrun starts its ranks in
+    sessions of their own, so killing the agent's process group does not reach them)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                stat = (entry / "stat").read_text()
+                parent = int(stat[stat.rindex(")") + 2:].split()[1])
+                children.setdefault(parent, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
