@@ -35,20 +35,21 @@ def widths(hidden: int) -> tuple[int, ...]:
 
 def predict(world: int, points: Sequence[Any], calibration: Calibration,
             models: Sequence[str]) -> list[dict[str, Any]]:
-    """Profile each model once (one process; the update on every rank at once), then
+    """Profile each model once (one process, each unit through our FSDP wrapper so its
+    hooks' bookkeeping is in the unit's seconds; the update on every rank at once), then
     simulate it in each tier."""
     from lab.fsdp import (
         predict_model_state_bytes,
         predict_peak_bytes,
         predict_step,
         predict_traffic_bytes,
+        profile_units,
     )
     from lab.models import mlp, parameter_count
-    from lab.zero import profile_units
 
     rows = []
     for hidden in points:
-        units = profile_units(mlp(widths(hidden)), BATCH)
+        units = profile_units(mlp(widths(hidden)), BATCH, world)
         rows.append({"predicted": {model: predict_step(world, widths(hidden), BATCH,
                                                        calibration, model, units=units)
                                    for model in models},
