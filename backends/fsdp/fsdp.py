@@ -175,10 +175,14 @@ class FSDP:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """The module's forward, each unit gathered around its compute."""
+        self.begin_step()
+        return self.module(*to_device(args), **to_device(kwargs))
+
+    def begin_step(self) -> None:
+        """Forget the last step's per-unit state (gradients ready, reduced) before a forward."""
         for unit in self.units:
             unit.ready.clear()
             unit.reduced = False
-        return self.module(*to_device(args), **to_device(kwargs))
 
     def step(self) -> None:
         """Reduce the gradients of units whose hooks did not all fire (unused parameters),

@@ -139,9 +139,7 @@ def unit_costs(model: nn.Sequential, features: int, batch: int, reshard_after_fo
 
     def new_step(*_: Any) -> None:  # what FSDP.__call__ does before each step's forward
         fsdp.log.clear()
-        for unit in fsdp.units:
-            unit.ready.clear()
-            unit.reduced = False
+        fsdp.begin_step()
 
     handle = layers[0].register_forward_pre_hook(new_step, prepend=True)
     example = torch.randn(batch, features, generator=torch.Generator().manual_seed(0))
