@@ -18,7 +18,11 @@ Failure: every wait goes through :meth:`Postoffice.check_alive`, which raises
 :class:`NodeFailure` when a peer's process on this host is gone (the node table holds every
 node's host and process id; checked every :data:`LIVENESS_PERIOD_S`), when the van saw a
 connection close, or when this node has heard nothing for ``timeout_s`` seconds (a hung node,
-or one on another host), naming whom it waited for.
+or one on another host), naming whom it waited for. Registration is the exception: nodes start
+at their own pace, and on a loaded host a freshly started process may take many seconds to
+build its model before it registers, so the wait for the node table is bounded by
+:data:`START_TIMEOUT_S` instead (PS-Lite waits for it without a bound; a peer that dies
+meanwhile is reported by the launcher, which watches every process).
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ heartbeats to the scheduler instead; on one host the process table answers direc
 DEATH_SETTLE_S = 1.0
 """How long a node whose connection closed waits for the process table to show the dead peer,
 s: a process's sockets close as it exits, a moment before it is gone from the table."""
+START_TIMEOUT_S = 90.0
+"""How long a node may wait for the node table (every node registered), s."""
 ROLE_NAMES = {SCHEDULER: "scheduler", SERVER_GROUP: "server", WORKER_GROUP: "worker"}
 
 __all__ = ["ALL_GROUPS", "SCHEDULER", "SERVER_GROUP", "WORKER_GROUP", "NodeFailure",
@@ -140,7 +146,8 @@ class Postoffice:
         else:
             self.van.send(Message(Meta(recipient=0, command=Command.ADD_NODE),
                                   keys=torch.tensor(me, dtype=torch.int64)))
-        self._wait(lambda: self._table_ready, "the node table from the scheduler", self.timeout_s)
+        self._wait(lambda: self._table_ready, "the node table from the scheduler",
+                   max(self.timeout_s, START_TIMEOUT_S))
         self.barrier(ALL_GROUPS)
 
     def finalize(self) -> None:
@@ -246,11 +253,14 @@ class Postoffice:
         return [n for n, (_, pid, host) in sorted(nodes.items())
                 if n != self.my_node and host == here and not _alive(pid)]
 
-    def check_alive(self, what: Callable[[], str], timeout: bool = True) -> None:
-        """Raise :class:`NodeFailure` if a peer died, or if nothing arrived for ``timeout_s``.
+    def check_alive(self, what: Callable[[], str], timeout: bool = True,
+                    timeout_s: float | None = None) -> None:
+        """Raise :class:`NodeFailure` if a peer died, or (with ``timeout``) if nothing arrived
+        for ``timeout_s`` seconds (``None``: the postoffice's ``timeout_s``).
 
         ``what()`` says what this node is waiting for (it goes into the message).
         """
+        bound = self.timeout_s if timeout_s is None else timeout_s
         me = self.describe(self.my_node)
         now = time.monotonic()
         dead: list[int] = []
@@ -271,16 +281,16 @@ class Postoffice:
             why = f" ({self.van.error.splitlines()[0]})" if self.van.error else ""
             raise NodeFailure(f"{me}: {who} while {what()}{why}")
         silent = time.monotonic() - self.van.last_received
-        if timeout and silent > self.timeout_s:
+        if timeout and silent > bound:
             extra = self.waiting_on()
             raise NodeFailure(f"{me}: nothing received for {silent:.1f} s (timeout "
-                              f"{self.timeout_s:g} s) while {what()}"
+                              f"{bound:g} s) while {what()}"
                               + (f"; {extra}" if extra else ""))
 
     def _wait(self, ready: Callable[[], bool], what: str, timeout_s: float | None) -> None:
         with self._cond:
             while not ready():
-                self.check_alive(lambda: f"waiting for {what}", timeout_s is not None)
+                self.check_alive(lambda: f"waiting for {what}", timeout_s is not None, timeout_s)
                 self._cond.wait(timeout=0.1)
 
 

@@ -65,7 +65,8 @@ class Van:
         self._customers[customer.app_id] = customer
 
     def start(self) -> None:
-        """Start the receiving thread."""
+        """Start the receiving thread; silence counts from now."""
+        self.last_received = time.monotonic()
         self._thread = threading.Thread(target=self._receiving, name="van-receiving",
                                         daemon=True)
         self._thread.start()

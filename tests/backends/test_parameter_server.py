@@ -182,3 +182,23 @@ def test_the_van_echo_primitive_gives_a_cost_per_fan_in():
     assert all(a >= 0 for a in link.payload_s) and all(b > 0 for b in link.payload_Bps)
     with pytest.raises(ValueError, match="fan-in"):
         measure_van_link(3, fan_ins=(2,))
+
+
+def _late_start(late_s: float, timeout_s: float) -> bool:
+    """Rank function: a 1-server 2-worker postoffice whose worker 1 registers ``late_s`` after
+    the others; each node returns whether it got the full node table."""
+    import torch.distributed as dist
+
+    from backends.parameter_server.postoffice import Postoffice
+
+    po = Postoffice(1, 2, 8, timeout_s=timeout_s)
+    if dist.get_rank() == 3:
+        time.sleep(late_s)  # a process slow to build its model on a loaded host
+    po.start()
+    po.finalize()
+    return len(po.dead_nodes()) == 0 and po._table_ready
+
+
+def test_a_node_slow_to_register_is_waited_for_beyond_the_silence_bound():
+    # registration waits START_TIMEOUT_S, not the running nodes' silence bound of 1 s
+    assert spawn(_late_start, 4, 3.0, 1.0, backend="gloo", timeout=30, deadline=60) == [True] * 4
