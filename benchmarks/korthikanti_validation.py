@@ -14,7 +14,8 @@ no recomputation counted, over 312 TFLOP/s per GPU).
 For each of the eight (model, method) rows :func:`simulator.tensor_parallel.simulate_megatron`
 runs the paper's (t, p, d = 1) and batch with the same recomputation and sequence
 parallelism, on the defaults of ``distml-lab simulate megatron`` — each GEMM priced by its
-shape on the A100's GEMM model (:mod:`simulator.core.gemm`), elementwise kernels at HBM
+shape on the A100's GEMM model (:mod:`simulator.core.gemm`; full tiles at the measured cuBLAS
+ceiling, not at peak), elementwise kernels at HBM
 bandwidth. Nothing is taken from the tables but the configurations. The micro-batch is the one
 in {1, 2, 4, 8} the simulator predicts fastest, and for ``p > 1`` the interleaved schedule
 (the fewest chunks ``v > 1`` that split a stage's layers) is predicted beside 1F1B, as in

@@ -15,7 +15,8 @@ Three predictions are written side by side:
 
 * ``default``: what ``distml-lab simulate megatron`` predicts with no options — each GEMM
   priced by its shape on the A100's GEMM model (:mod:`simulator.core.gemm`: roofline, tile
-  and wave quantisation, constants from NVIDIA's data sheets and guide), elementwise kernels
+  and wave quantisation, constants from NVIDIA's data sheets and guide; a full tile at the
+  measured cuBLAS ceiling, :data:`simulator.core.hardware.A100_MAMF_FRACTION`), elementwise kernels
   and the optimizer step at HBM bandwidth. Nothing taken from the table: all ten rows count.
 * ``peak`` (``--matmul-efficiency 1``): every matrix multiplication at the data sheet's
   312 TFLOP/s whatever its shape, elementwise kernels at the data sheet's 2039 GB/s —
