@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 HALVES: tuple[tuple[str, ...], tuple[str, ...]] = (
     ("tests/backends", "tests/simulator", "tests/exercises", "tests/benchmarks",
-     "tests/test_environment.py", "tests/test_halves.py"),
-    ("tests/lab", "tests/notebooks", "tests/textbook", "tests/course"),
+     "tests/textbook", "tests/test_environment.py", "tests/test_halves.py"),
+    ("tests/lab", "tests/notebooks", "tests/course"),
 )
 """The two halves, as paths under the repository root; together they are every test."""
 
