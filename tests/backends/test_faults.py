@@ -132,8 +132,10 @@ def wait_for_ranks(proc: subprocess.Popen[bytes], marks: Path, ranks: list[int],
     return [int(f.read_text()) for f in files]
 
 
-def run_case(launcher: str, fault: str, tmp_path: Path) -> None:
-    """Start the launcher, wait for its ranks, record, inject, check (module docstring)."""
+def run_case(launcher: str, fault: str, tmp_path: Path, group: bool = False) -> None:
+    """Start the launcher, wait for its ranks, record, inject, check (module docstring).
+    ``group``: a signal goes to the launcher's whole process group, as Jupyter ends a
+    kernel."""
     marks, tmpdir, err = tmp_path / "marks", tmp_path / "tmp", tmp_path / "launcher.err"
     marks.mkdir()
     tmpdir.mkdir()
@@ -152,7 +154,9 @@ def run_case(launcher: str, fault: str, tmp_path: Path) -> None:
         assert footprint.sockets, "the job should listen (its store) while it runs"
         assert len(footprint.namespaces) == (3 if launcher == "shaped" else 0)
         start = time.monotonic()
-        if fault in SIGNALS:
+        if fault in SIGNALS and group:
+            os.killpg(proc.pid, getattr(signal, fault.upper()))
+        elif fault in SIGNALS:
             proc.send_signal(getattr(signal, fault.upper()))
         else:
             (marks / "go").touch()
@@ -183,3 +187,9 @@ def run_case(launcher: str, fault: str, tmp_path: Path) -> None:
 def test_a_fault_ends_the_launch_names_the_rank_and_leaves_nothing(launcher: str, fault: str,
                                                                    tmp_path: Path) -> None:
     run_case(launcher, fault, tmp_path)
+
+
+def test_a_launcher_killed_with_its_process_group_leaves_nothing(tmp_path: Path) -> None:
+    # what Jupyter does to a notebook's kernel at shutdown: SIGKILL to the kernel's group; the
+    # fork server is out of that group, outlives it, and removes its socket's pymp-… folder
+    run_case("spawn", "sigkill", tmp_path, group=True)
