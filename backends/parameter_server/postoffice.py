@@ -138,12 +138,12 @@ class Postoffice:
 
     def start(self) -> None:
         """Start the van, register with the scheduler, get the node table, meet everyone."""
-        self.van.start()
         me = (self.role, os.getpid(), zlib.crc32(socket.gethostname().encode()))
-        if self.is_scheduler:
-            with self._cond:
+        if self.is_scheduler:  # in the table before any ADD_NODE can be read: the last one
+            with self._cond:   # completes it, and nothing else would
                 self._nodes[0] = me
-        else:
+        self.van.start()
+        if not self.is_scheduler:
             self.van.send(Message(Meta(recipient=0, command=Command.ADD_NODE),
                                   keys=torch.tensor(me, dtype=torch.int64)))
         self._wait(lambda: self._table_ready, "the node table from the scheduler",
