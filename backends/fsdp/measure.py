@@ -8,10 +8,7 @@ process (``backends.launch.spawn``):
   :func:`backends.zero_measure.slowest_rank_times`) and its peak bytes over one step
   (:func:`backends.zero_measure.step_peak_bytes`: live storages kept between steps plus the
   allocator's highest running sum during the step), and ``fully_shard``'s step timed the
-  same way, for the speed ratio. The step whose peak is read runs with oneDNN off: on a CPU
-  with bf16 matrix units (AMX) oneDNN's bf16 matmuls allocate a workspace of their own (34 KB
-  a step for the test's MLP), memory of the kernel library and not of FSDP, which the memory
-  model does not price; the timed steps keep the default kernels.
+  same way, for the speed ratio.
 
 Both train mean squared error; ``mixed`` selects bf16 parameters with fp32 reduction.
 """
@@ -151,7 +148,7 @@ def time_step(model: nn.Module, features: tuple[int, int], rows: int, repeats: i
     out: dict[str, Any] = {"samples_s": samples, "median_s": statistics.median(samples),
                            "held_bytes": ours.held_bytes(),
                            "model_state_bytes": ours.model_states(),
-                           "peak_bytes": _fsdp_peak_bytes(ours, step)}
+                           "peak_bytes": step_peak_bytes(cast(Any, ours), step)}
     if pytorch:
         theirs = fully_shard_model(copy.deepcopy(model), mixed, reshard)
         opt = torch.optim.Adam(theirs.parameters(), lr=1e-3)
@@ -164,10 +161,3 @@ def time_step(model: nn.Module, features: tuple[int, int], rows: int, repeats: i
         out["pytorch_samples_s"] = slowest_rank_times(theirs_step, repeats)
         out["pytorch_median_s"] = statistics.median(out["pytorch_samples_s"])
     return out
-
-
-def _fsdp_peak_bytes(ours: FSDP, step: Any) -> int:
-    """:func:`~backends.zero_measure.step_peak_bytes` of one ``step()`` with oneDNN off (module
-    docstring), B."""
-    with torch.backends.mkldnn.flags(enabled=False):
-        return step_peak_bytes(cast(Any, ours), step)

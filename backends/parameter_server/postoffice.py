@@ -27,6 +27,7 @@ meanwhile is reported by the launcher, which watches every process).
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import threading
@@ -172,7 +173,7 @@ class Postoffice:
             self.van.send(Message(Meta(recipient=0, command=Command.BARRIER, clock=group)))
         self._wait(lambda: self._barrier_done.get(group, 0) >= target,
                    f"the barrier of {self._group_name(group)}",
-                   self.timeout_s if timeout else None)
+                   self.timeout_s if timeout else math.inf)
 
     def _group_name(self, group: int) -> str:
         if group == ALL_GROUPS:
@@ -253,10 +254,9 @@ class Postoffice:
         return [n for n, (_, pid, host) in sorted(nodes.items())
                 if n != self.my_node and host == here and not _alive(pid)]
 
-    def check_alive(self, what: Callable[[], str], timeout: bool = True,
-                    timeout_s: float | None = None) -> None:
-        """Raise :class:`NodeFailure` if a peer died, or (with ``timeout``) if nothing arrived
-        for ``timeout_s`` seconds (``None``: the postoffice's ``timeout_s``).
+    def check_alive(self, what: Callable[[], str], timeout_s: float | None = None) -> None:
+        """Raise :class:`NodeFailure` if a peer died, or if nothing arrived for ``timeout_s``
+        seconds (``None``: the postoffice's ``timeout_s``; ``math.inf``: no bound).
 
         ``what()`` says what this node is waiting for (it goes into the message).
         """
@@ -281,16 +281,16 @@ class Postoffice:
             why = f" ({self.van.error.splitlines()[0]})" if self.van.error else ""
             raise NodeFailure(f"{me}: {who} while {what()}{why}")
         silent = time.monotonic() - self.van.last_received
-        if timeout and silent > bound:
+        if silent > bound:
             extra = self.waiting_on()
             raise NodeFailure(f"{me}: nothing received for {silent:.1f} s (timeout "
                               f"{bound:g} s) while {what()}"
                               + (f"; {extra}" if extra else ""))
 
-    def _wait(self, ready: Callable[[], bool], what: str, timeout_s: float | None) -> None:
+    def _wait(self, ready: Callable[[], bool], what: str, timeout_s: float) -> None:
         with self._cond:
             while not ready():
-                self.check_alive(lambda: f"waiting for {what}", timeout_s is not None, timeout_s)
+                self.check_alive(lambda: f"waiting for {what}", timeout_s)
                 self._cond.wait(timeout=0.1)
 
 

@@ -184,24 +184,11 @@ def test_the_van_echo_primitive_gives_a_cost_per_fan_in():
         measure_van_link(3, fan_ins=(2,))
 
 
-def _late_start(late_s: float, timeout_s: float) -> bool:
-    """Rank function: a 1-server 2-worker postoffice whose worker 1 registers ``late_s`` after
-    the others; each node returns whether it got the full node table."""
-    import torch.distributed as dist
 
-    from backends.parameter_server.postoffice import Postoffice
-
-    po = Postoffice(1, 2, 8, timeout_s=timeout_s)
-    if dist.get_rank() == 3:
-        time.sleep(late_s)  # a process slow to build its model on a loaded host
-    po.start()
-    po.finalize()
-    return len(po.dead_nodes()) == 0 and po._table_ready
-
-
-def _slow_scheduler(timeout_s: float) -> bool:
-    """Rank function: a 1-server 2-worker postoffice whose scheduler's main thread pauses just
-    after its receiving thread starts, so every ADD_NODE is read before it goes on; each node
+def _register(late_s: float, pause_s: float, timeout_s: float) -> bool:
+    """Rank function: a 1-server 2-worker postoffice whose worker 1 starts registering
+    ``late_s`` after the others, and whose scheduler's main thread pauses ``pause_s`` just after
+    its receiving thread starts (so every ADD_NODE may be read before it goes on); each node
     returns whether it got the full node table."""
     import torch.distributed as dist
 
@@ -213,19 +200,23 @@ def _slow_scheduler(timeout_s: float) -> bool:
 
         def start_then_pause() -> None:
             start()
-            time.sleep(1.0)
+            time.sleep(pause_s)
 
         po.van.start = start_then_pause  # type: ignore[method-assign]
+    if dist.get_rank() == 3:
+        time.sleep(late_s)  # a process slow to build its model on a loaded host
     po.start()
     po.finalize()
-    return po._table_ready and len(po._nodes) == 4
+    return po._table_ready and len(po._nodes) == 4 and not po.dead_nodes()
 
 
 def test_the_scheduler_completes_the_table_when_every_node_registered_first():
     # the scheduler is in its own table before its receiving thread reads any ADD_NODE
-    assert spawn(_slow_scheduler, 4, 3.0, backend="gloo", timeout=30, deadline=60) == [True] * 4
+    assert spawn(_register, 4, 0.0, 1.0, 3.0, backend="gloo", timeout=30,
+                 deadline=60) == [True] * 4
 
 
 def test_a_node_slow_to_register_is_waited_for_beyond_the_silence_bound():
     # registration waits START_TIMEOUT_S, not the running nodes' silence bound of 1 s
-    assert spawn(_late_start, 4, 3.0, 1.0, backend="gloo", timeout=30, deadline=60) == [True] * 4
+    assert spawn(_register, 4, 3.0, 0.0, 1.0, backend="gloo", timeout=30,
+                 deadline=60) == [True] * 4
